@@ -1,0 +1,17 @@
+# Declared dependencies, all from Debian packages (scripts/setup.sh installs them).
+find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 CONFIG QUIET)
+if(NOT TARGET CLI11::CLI11)
+  find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE ${CLI11_INCLUDE_DIR})
+endif()
+find_package(Boost 1.74 REQUIRED)  # header-only: Boost.Multiprecision
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_path(TOMLPP_INCLUDE_DIR NAMES toml++/toml.hpp toml++/toml.h REQUIRED)
+add_library(numprobe_tomlpp INTERFACE)
+target_include_directories(numprobe_tomlpp INTERFACE ${TOMLPP_INCLUDE_DIR})
+target_compile_definitions(numprobe_tomlpp INTERFACE TOML_HEADER_ONLY=1)
+find_package(Threads REQUIRED)

@@ -1,0 +1,170 @@
+#include "numprobe/core/attention_inputs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "numprobe/core/error.hpp"
+#include "numprobe/core/rng.hpp"
+
+namespace numprobe {
+namespace {
+
+// Channel 0 carries the designed logit trend for the structured families; the other channels
+// carry small noise so that the trend, not chance, decides where each row's max sits.
+constexpr double k_trend_q = 2.0;     // Q channel 0 value for trend families
+constexpr double k_trend_noise = 0.25;
+
+std::uint64_t element_counter(const attention_case& c, tensor_role role, std::int64_t b,
+                              std::int64_t pos, std::int64_t head, std::int64_t d) {
+  const std::int64_t len = role == tensor_role::m_q ? c.t() : c.seq;
+  const std::int64_t h = role == tensor_role::m_q ? c.heads : c.kv_heads;
+  return static_cast<std::uint64_t>(((b * len + pos) * h + head) * c.head_dim + d);
+}
+
+}  // namespace
+
+double attention_input_value(const attention_case& c, tensor_role role, std::int64_t b,
+                             std::int64_t pos, std::int64_t head, std::int64_t d) {
+  const auto stream = static_cast<std::uint64_t>(role);
+  const std::uint64_t n = element_counter(c, role, b, pos, head, d);
+  const double z = normal_at(c.seed, stream, n);
+  const double scale = c.softmax_scale();
+  switch (c.dist) {
+    case input_dist::m_normal: return z;
+    case input_dist::m_uniform: return 2.0 * uniform_open01(c.seed, stream, n) - 1.0;
+    case input_dist::m_llm: {
+      if (role != tensor_role::m_k) return z;
+      // Outlier channels in K: ~3% of channels per KV head, x12, plus a heavy tail
+      // (a normal scale-mixture) on every element.
+      const bool outlier = uniform_open01(c.seed, 11, static_cast<std::uint64_t>(head * 4096 + d)) < 0.03;
+      const double tail = 1.0 + 0.5 * std::fabs(normal_at(c.seed, 12, n));
+      return z * tail * (outlier ? 12.0 : 1.0);
+    }
+    case input_dist::m_rescale_stress:
+    case input_dist::m_max_first: {
+      if (role == tensor_role::m_v) return z;
+      if (d != 0) return k_trend_noise * z;
+      if (role == tensor_role::m_q) return k_trend_q;
+      // Logit trend +-2*log(1+pos): weights (1+pos)^(+-2), so the running max rises on every
+      // key tile (stress) or is set by the first visible key (max-first).
+      const double trend = 2.0 * std::log1p(static_cast<double>(pos)) / (k_trend_q * scale);
+      return c.dist == input_dist::m_rescale_stress ? trend : -trend;
+    }
+    case input_dist::m_diffuse: return role == tensor_role::m_q ? 0.01 * z : z;
+    case input_dist::m_shifted: {
+      if (role == tensor_role::m_v || d != 0) return z;
+      // q0 * k0 * scale = shift on every logit: softmax is unchanged, sentinels are not.
+      const double a = std::sqrt(std::fabs(c.logit_shift) / scale);
+      return role == tensor_role::m_q ? a : std::copysign(a, c.logit_shift);
+    }
+    case input_dist::m_constant_v:
+      if (role != tensor_role::m_v) return z;
+      // Distinct per KV head and channel, identical for every key: O must equal it exactly.
+      return 1.0 + static_cast<double>(head) + static_cast<double>(d) / (2.0 * c.head_dim);
+  }
+  return z;
+}
+
+namespace {
+
+void fill_kv(const attention_case& c, tensor_role role, bool exact, std::vector<double>& out) {
+  const std::int64_t per_pos = c.kv_heads * c.head_dim;
+  out.resize(static_cast<std::size_t>(c.batch * c.seq * per_pos));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t bp = 0; bp < c.batch * c.seq; ++bp) {
+    const std::int64_t b = bp / c.seq, pos = bp % c.seq;
+    for (std::int64_t h = 0; h < c.kv_heads; ++h)
+      for (std::int64_t d = 0; d < c.head_dim; ++d) {
+        const double x = attention_input_value(c, role, b, pos, h, d);
+        out[static_cast<std::size_t>(bp * per_pos + h * c.head_dim + d)] =
+            exact ? x : formats::round_to(c.dtype, x);
+      }
+  }
+}
+
+std::vector<double> q_rows_impl(const attention_case& c, std::span<const std::int64_t> rows,
+                                bool exact) {
+  const std::int64_t per_row = c.heads * c.head_dim;
+  std::vector<double> q(rows.size() * static_cast<std::size_t>(per_row));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::int64_t r = rows[i];
+    if (r < 0 || r >= c.rows())
+      throw_input_error("rows", fmt::format("row {} outside [0, {})", r, c.rows()));
+    const std::int64_t b = r / c.t(), t = r % c.t();
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t d = 0; d < c.head_dim; ++d) {
+        const double x = attention_input_value(c, tensor_role::m_q, b, t, h, d);
+        q[i * static_cast<std::size_t>(per_row) + static_cast<std::size_t>(h * c.head_dim + d)] =
+            exact ? x : formats::round_to(c.dtype, x);
+      }
+  }
+  return q;
+}
+
+std::vector<double> gather_rows(const std::vector<double>& q, std::int64_t per_row,
+                                std::span<const std::int64_t> rows, std::int64_t total) {
+  std::vector<double> out(rows.size() * static_cast<std::size_t>(per_row));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= total)
+      throw_input_error("rows", fmt::format("row {} outside [0, {})", rows[i], total));
+    std::copy_n(q.begin() + rows[i] * per_row, per_row, out.begin() + static_cast<std::ptrdiff_t>(i) * per_row);
+  }
+  return out;
+}
+
+}  // namespace
+
+attention_inputs::attention_inputs(attention_case c, bool keep_exact) : m_case(std::move(c)) {
+  m_case.validate();
+  fill_kv(m_case, tensor_role::m_k, false, m_k);
+  fill_kv(m_case, tensor_role::m_v, false, m_v);
+  if (keep_exact) {
+    fill_kv(m_case, tensor_role::m_k, true, m_k_exact);
+    fill_kv(m_case, tensor_role::m_v, true, m_v_exact);
+  }
+}
+
+attention_inputs::attention_inputs(attention_case c, std::vector<double> q, std::vector<double> k,
+                                   std::vector<double> v)
+    : m_case(std::move(c)) {
+  m_case.validate();
+  const auto nq = static_cast<std::size_t>(m_case.rows() * m_case.heads * m_case.head_dim);
+  const auto nkv = static_cast<std::size_t>(m_case.batch * m_case.seq * m_case.kv_heads * m_case.head_dim);
+  if (q.size() != nq) throw_input_error("q", fmt::format("expected {} elements, got {}", nq, q.size()));
+  if (k.size() != nkv) throw_input_error("k", fmt::format("expected {} elements, got {}", nkv, k.size()));
+  if (v.size() != nkv) throw_input_error("v", fmt::format("expected {} elements, got {}", nkv, v.size()));
+  for (auto* t : {&q, &k, &v})
+    for (double x : *t)
+      if (!std::isfinite(x)) throw_input_error("inputs", "NaN or Inf in Q/K/V");
+  m_q_exact = q;
+  m_k_exact = k;
+  m_v_exact = v;
+  auto rounded = [this](std::vector<double> t) {
+    for (double& x : t) x = formats::round_to(m_case.dtype, x);
+    return t;
+  };
+  m_q = rounded(std::move(q));
+  m_k = rounded(std::move(k));
+  m_v = rounded(std::move(v));
+}
+
+std::vector<double> attention_inputs::q_rows(std::span<const std::int64_t> rows) const {
+  if (!m_q.empty()) return gather_rows(m_q, m_case.heads * m_case.head_dim, rows, m_case.rows());
+  return q_rows_impl(m_case, rows, false);
+}
+
+std::vector<double> attention_inputs::q_rows_exact(std::span<const std::int64_t> rows) const {
+  if (!m_q_exact.empty())
+    return gather_rows(m_q_exact, m_case.heads * m_case.head_dim, rows, m_case.rows());
+  return q_rows_impl(m_case, rows, true);
+}
+
+std::vector<double> attention_inputs::q_all() const {
+  if (!m_q.empty()) return m_q;
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(m_case.rows()));
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
+  return q_rows_impl(m_case, rows, false);
+}
+
+}  // namespace numprobe

@@ -1,0 +1,68 @@
+#pragma once
+// One provider interface: the reference, the emulator, the built-in GPU kernels, plugins and
+// external commands all implement it (DESIGN.md, "One provider interface").
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "numprobe/core/attention_inputs.hpp"
+#include "numprobe/core/attention_output.hpp"
+#include "src/kernels/emu/flash_attention.hpp"
+
+namespace numprobe {
+
+// Tile shape of the kernel under test; {0, 0} for an opaque kernel.
+struct tile_shape {
+  std::int64_t q = 0;
+  std::int64_t k = 0;
+  [[nodiscard]] bool known() const { return q > 0 && k > 0; }
+};
+
+// Everything `--backend` and the kernel flags select. Providers take what applies to them and
+// reject what they cannot honour (an input error naming the flag).
+struct provider_options {
+  std::string backend = "emu";              // ref | emu | cuda | hip | plugin:PATH | exec:CMD
+  std::optional<tile_shape> tile;           // --tile BqxBk
+  std::map<std::string, std::string> states;  // --state NAME=DTYPE
+  std::vector<std::string> faults;          // --inject FAULT (repeatable)
+  int device = 0;                           // GPU ordinal
+};
+
+class attention_provider {
+ public:
+  virtual ~attention_provider() = default;
+  // Short name with the non-default settings, e.g. "emu[tile=64x64,inject=skip-rescale]".
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual tile_shape tiles() const = 0;
+  // Whether the kernel computes only the requested rows (CPU emulations) or always all rows
+  // (GPU kernels, which then return the requested subset).
+  [[nodiscard]] virtual bool computes_row_subsets() const { return true; }
+  // O and LSE for the given flat rows. Implementations must write every element they return.
+  [[nodiscard]] virtual attention_output run(const attention_inputs& in,
+                                             std::span<const std::int64_t> rows) = 0;
+  // Device and build facts that can change numerics (vendor, arch, warp width, exp impl...).
+  [[nodiscard]] virtual nlohmann::json metadata() const { return nlohmann::json::object(); }
+};
+
+using attention_provider_factory =
+    std::unique_ptr<attention_provider> (*)(const provider_options& opts);
+
+// Registry keyed by backend name (the part before ':' for plugin:/exec:). Registration is one
+// line in providers/registry.cpp.
+void register_attention_provider(const std::string& name, attention_provider_factory f,
+                                 const std::string& description);
+// Throws an input error (unknown backend) or a backend error (compiled out / no device).
+[[nodiscard]] std::unique_ptr<attention_provider> make_attention_provider(const provider_options& o);
+
+struct backend_info {
+  std::string name;
+  std::string description;
+};
+[[nodiscard]] std::vector<backend_info> attention_backends();
+
+}  // namespace numprobe
