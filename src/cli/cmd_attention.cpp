@@ -1,9 +1,100 @@
-#include "src/cli/command.hpp"
+// `numprobe attention`: one attention case on a backend against the reference.
+#include <fmt/format.h>
+#include <memory>
+
 #include "numprobe/core/error.hpp"
+#include "probes/attention_probe.hpp"
+#include "src/cli/case_options.hpp"
+#include "src/cli/command.hpp"
+#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
-void setup_attention(CLI::App& app) {
-  auto* sub = app.add_subcommand("attention", "(not built yet)");
-  sub->callback([] { throw_backend_error("attention", "not implemented yet"); });
+namespace {
+
+void print_point(const probes::attention_point& p, const attention_provider& prov,
+                 const std::vector<bound>& bounds) {
+  fmt::print("case      {}\n", p.case_id);
+  fmt::print("backend   {}\n", prov.name());
+  fmt::print("rows      {} of {} query rows{} (x {} heads)\n\n", p.rows_evaluated,
+             p.queries, p.rows_evaluated < p.queries ? " (stratified sample)" : "",
+             p.kernel.per_row.empty() ? 0 : p.kernel.per_row.size() / std::max<std::size_t>(1, p.rows_evaluated));
+  text_table t({"metric", "kernel", "naive", "end-to-end"});
+  auto row = [&](const char* name, auto get) {
+    t.add({name, sci(get(p.kernel)), sci(get(p.naive)),
+           p.end_to_end ? sci(get(*p.end_to_end)) : std::string("-")});
+  };
+  row("rel_rms", [](const auto& e) { return e.rel_rms; });
+  row("max_abs", [](const auto& e) { return e.max_abs; });
+  row("max_rel", [](const auto& e) { return e.max_rel; });
+  row("max_ulp", [](const auto& e) { return e.max_ulp; });
+  row("lse_max_abs", [](const auto& e) { return e.lse_max_abs; });
+  t.add({"nan/inf", fmt::format("{}/{}", p.kernel.nan_count, p.kernel.inf_count),
+         fmt::format("{}/{}", p.naive.nan_count, p.naive.inf_count),
+         p.end_to_end ? fmt::format("{}/{}", p.end_to_end->nan_count, p.end_to_end->inf_count) : "-"});
+  t.print();
+  fmt::print("\nratio_to_naive  {}   (kernel rel_rms / naive same-precision rel_rms; healthy <= 2)\n",
+             fixed3(p.ratio_to_naive));
+  if (!p.worst.empty()) {
+    fmt::print("\nworst rows (vs reference on the same rounded inputs):\n");
+    text_table w({"row", "head", "q_tile", "k_tile", "keys", "rel_rms", "max_abs", "lse_abs"});
+    for (const auto& r : p.worst)
+      w.add({std::to_string(r.row), std::to_string(r.head), std::to_string(r.query_tile),
+             std::to_string(r.key_tile), std::to_string(r.keys), sci(r.rel_rms), sci(r.max_abs),
+             sci(r.lse_abs)});
+    w.print();
+  }
+  for (const auto& b : bounds) {
+    const auto m = p.metric(b.metric);
+    fmt::print("{} {}  measured {}\n", m && b.holds(*m) ? "PASS" : "FAIL", b.text(),
+               m ? sci(*m) : std::string("n/a"));
+  }
+  if (p.kernel.nan_count || p.kernel.inf_count)
+    fmt::print("FAIL the candidate output holds NaN or Inf ({} NaN, {} Inf)\n", p.kernel.nan_count,
+               p.kernel.inf_count);
 }
+
+}  // namespace
+
+void setup_attention(CLI::App& app) {
+  auto flags = std::make_shared<case_flags>();
+  auto* sub = app.add_subcommand("attention", "one attention case on a backend vs the reference");
+  add_case_flags(sub, *flags, "keys S");
+  sub->callback([flags] {
+    const auto& f = *flags;
+    const attention_case c = make_case(f, parse_positive(f.seq, "--seq"));
+    const auto bounds = make_bounds(f);
+    for (const auto& b : bounds) {
+      probes::attention_point probe_point;
+      if (!probe_point.metric(b.metric) && b.metric.rfind("e2e.", 0) != 0)
+        throw_input_error("--bound", fmt::format("unknown metric '{}' for attention", b.metric));
+    }
+    auto prov = make_attention_provider(make_provider_options(f));
+    probes::attention_probe_options po;
+    po.sampling = make_sampling(f, c.t() <= 1024 ? 0 : 256);
+    po.end_to_end = !f.no_e2e;
+    const auto p = probes::run_attention_point(*prov, c, po);
+
+    bool breach = p.kernel.nan_count > 0 || p.kernel.inf_count > 0;
+    nlohmann::json gates = nlohmann::json::array();
+    for (const auto& b : bounds) {
+      const auto m = p.metric(b.metric);
+      const bool ok = m && b.holds(*m);
+      breach |= !ok;
+      gates.push_back({{"bound", b.text()}, {"measured", m ? probes::json_number(*m) : nullptr},
+                       {"pass", ok}});
+    }
+    if (f.json != "-") print_point(p, *prov, bounds);
+    if (!f.json.empty()) {
+      auto doc = json_envelope("attention", c.seed);
+      doc["backend"] = {{"name", prov->name()}, {"metadata", prov->metadata()},
+                        {"tile", {{"q", prov->tiles().q}, {"k", prov->tiles().k}}}};
+      doc["result"] = probes::to_json(p);
+      doc["gates"] = gates;
+      doc["pass"] = !breach;
+      write_json(f.json, doc);
+    }
+    exit_status() = breach ? 1 : 0;
+  });
+}
+
 }  // namespace numprobe::cli

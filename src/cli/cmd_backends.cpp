@@ -1,9 +1,30 @@
+// `numprobe backends`: compiled-in backends and visible devices.
+#include <fmt/format.h>
+#include <memory>
+
+#include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
-#include "numprobe/core/error.hpp"
+#include "src/providers/provider.hpp"
 
 namespace numprobe::cli {
+
 void setup_backends(CLI::App& app) {
-  auto* sub = app.add_subcommand("backends", "(not built yet)");
-  sub->callback([] { throw_backend_error("backends", "not implemented yet"); });
+  auto json = std::make_shared<std::string>();
+  auto* sub = app.add_subcommand("backends", "compiled-in backends and visible devices");
+  sub->add_option("--json", *json, "write JSON to PATH (- for stdout)");
+  sub->callback([json] {
+    const auto backends = attention_backends();
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& b : backends) arr.push_back({{"name", b.name}, {"description", b.description}});
+    if (*json != "-") {
+      for (const auto& b : backends) fmt::print("{:<8} {}\n", b.name, b.description);
+    }
+    if (!json->empty()) {
+      auto doc = json_envelope("backends", 0);
+      doc["backends"] = arr;
+      write_json(*json, doc);
+    }
+  });
 }
+
 }  // namespace numprobe::cli

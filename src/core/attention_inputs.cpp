@@ -68,17 +68,22 @@ double attention_input_value(const attention_case& c, tensor_role role, std::int
 
 namespace {
 
-void fill_kv(const attention_case& c, tensor_role role, bool exact, std::vector<double>& out) {
+// One pass computes each element once and stores its rounded (and optionally exact) value.
+void fill_kv(const attention_case& c, tensor_role role, std::vector<double>& rounded,
+             std::vector<double>* exact) {
   const std::int64_t per_pos = c.kv_heads * c.head_dim;
-  out.resize(static_cast<std::size_t>(c.batch * c.seq * per_pos));
+  const auto n = static_cast<std::size_t>(c.batch * c.seq * per_pos);
+  rounded.resize(n);
+  if (exact) exact->resize(n);
 #pragma omp parallel for schedule(static)
   for (std::int64_t bp = 0; bp < c.batch * c.seq; ++bp) {
     const std::int64_t b = bp / c.seq, pos = bp % c.seq;
     for (std::int64_t h = 0; h < c.kv_heads; ++h)
       for (std::int64_t d = 0; d < c.head_dim; ++d) {
         const double x = attention_input_value(c, role, b, pos, h, d);
-        out[static_cast<std::size_t>(bp * per_pos + h * c.head_dim + d)] =
-            exact ? x : formats::round_to(c.dtype, x);
+        const auto i = static_cast<std::size_t>(bp * per_pos + h * c.head_dim + d);
+        rounded[i] = formats::round_to(c.dtype, x);
+        if (exact) (*exact)[i] = x;
       }
   }
 }
@@ -117,12 +122,8 @@ std::vector<double> gather_rows(const std::vector<double>& q, std::int64_t per_r
 
 attention_inputs::attention_inputs(attention_case c, bool keep_exact) : m_case(std::move(c)) {
   m_case.validate();
-  fill_kv(m_case, tensor_role::m_k, false, m_k);
-  fill_kv(m_case, tensor_role::m_v, false, m_v);
-  if (keep_exact) {
-    fill_kv(m_case, tensor_role::m_k, true, m_k_exact);
-    fill_kv(m_case, tensor_role::m_v, true, m_v_exact);
-  }
+  fill_kv(m_case, tensor_role::m_k, m_k, keep_exact ? &m_k_exact : nullptr);
+  fill_kv(m_case, tensor_role::m_v, m_v, keep_exact ? &m_v_exact : nullptr);
 }
 
 attention_inputs::attention_inputs(attention_case c, std::vector<double> q, std::vector<double> k,

@@ -1,0 +1,160 @@
+#include "probes/attention_probe.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "numprobe/core/attention_inputs.hpp"
+#include "numprobe/core/error.hpp"
+#include "numprobe/reference/attention.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Check that a provider returned what was asked: the rows and every element written.
+void check_complete(const attention_output& out, std::span<const std::int64_t> rows,
+                    const attention_case& c, const std::string& provider) {
+  const auto n = rows.size();
+  if (out.rows.size() != n || !std::equal(rows.begin(), rows.end(), out.rows.begin()) ||
+      out.heads != c.heads || out.head_dim != c.head_dim ||
+      out.o.size() != n * static_cast<std::size_t>(c.heads * c.head_dim) ||
+      out.lse.size() != n * static_cast<std::size_t>(c.heads))
+    throw_backend_error(provider, "returned an output of the wrong shape or rows");
+}
+
+}  // namespace
+
+std::optional<double> attention_point::metric(const std::string& name) const {
+  if (name == "rel_rms") return kernel.rel_rms;
+  if (name == "max_abs") return kernel.max_abs;
+  if (name == "max_rel") return kernel.max_rel;
+  if (name == "max_ulp") return kernel.max_ulp;
+  if (name == "lse_max_abs") return kernel.lse_max_abs;
+  if (name == "nan_count") return static_cast<double>(kernel.nan_count);
+  if (name == "inf_count") return static_cast<double>(kernel.inf_count);
+  if (name == "ratio_to_naive") return ratio_to_naive;
+  if (name == "naive.rel_rms") return naive.rel_rms;
+  if (name == "e2e.rel_rms" && end_to_end) return end_to_end->rel_rms;
+  if (name == "e2e.max_abs" && end_to_end) return end_to_end->max_abs;
+  return std::nullopt;
+}
+
+const std::vector<std::string>& point_metric_names() {
+  static const std::vector<std::string> names{
+      "rel_rms", "max_abs", "max_rel", "max_ulp", "lse_max_abs", "nan_count", "inf_count",
+      "ratio_to_naive", "naive.rel_rms", "e2e.rel_rms", "e2e.max_abs"};
+  return names;
+}
+
+attention_point run_attention_point(attention_provider& provider, const attention_case& c,
+                                    const attention_probe_options& opts) {
+  attention_point p;
+  p.case_id = c.id();
+  p.seq = c.seq;
+  p.queries = c.t();
+  auto t0 = clock_type::now();
+  const attention_inputs in(c, opts.end_to_end);
+  row_sampling sampling = opts.sampling;
+  const tile_shape tiles = provider.tiles();
+  if (tiles.known()) {
+    sampling.tile_q = tiles.q;
+    sampling.tile_k = tiles.k;
+  }
+  const std::vector<std::int64_t> rows = sample_rows(c, sampling);
+  p.rows_evaluated = static_cast<std::int64_t>(rows.size());
+  const auto q = in.q_rows(rows);
+  p.seconds_inputs = seconds_since(t0);
+
+  t0 = clock_type::now();
+  const attention_output cand = provider.run(in, rows);
+  p.seconds_kernel = seconds_since(t0);
+  check_complete(cand, rows, c, provider.name());
+
+  t0 = clock_type::now();
+  const attention_output ref = reference::attention(c, q, rows, in.k(), in.v());
+  std::optional<attention_output> ref_exact;
+  if (opts.end_to_end && in.has_exact()) {
+    const auto qx = in.q_rows_exact(rows);
+    ref_exact = reference::attention(c, qx, rows, in.k_exact(), in.v_exact());
+  }
+  p.seconds_reference = seconds_since(t0);
+
+  t0 = clock_type::now();
+  const attention_output naive = reference::attention_naive(c, q, rows, in.k(), in.v());
+  p.seconds_naive = seconds_since(t0);
+
+  p.kernel = metrics::compare_attention(cand, ref, c.dtype);
+  p.naive = metrics::compare_attention(naive, ref, c.dtype);
+  if (ref_exact) p.end_to_end = metrics::compare_attention(cand, *ref_exact, c.dtype);
+  // A kernel exactly as good as the reference against a naive baseline that is exact too
+  // (e.g. f64 inputs) has ratio 0/0: define it as 1 (no worse than the baseline).
+  if (p.naive.rel_rms > 0) p.ratio_to_naive = p.kernel.rel_rms / p.naive.rel_rms;
+  else p.ratio_to_naive = p.kernel.rel_rms > 0 ? std::numeric_limits<double>::infinity() : 1.0;
+
+  for (std::size_t idx : metrics::worst_rows(p.kernel, opts.worst)) {
+    const auto& e = p.kernel.per_row[idx];
+    worst_row w;
+    w.row = e.row;
+    w.batch = e.row / c.t();
+    w.query = e.row % c.t();
+    w.head = e.head;
+    const key_range kr = case_key_range(c, w.query);
+    w.keys = kr.size();
+    if (tiles.known()) {
+      w.query_tile = w.query / tiles.q;
+      w.key_tile = kr.size() > 0 ? (kr.end - 1) / tiles.k : -1;
+    }
+    w.rel_rms = e.rel_rms;
+    w.max_abs = e.max_abs;
+    w.lse_abs = e.lse_abs;
+    p.worst.push_back(w);
+  }
+  return p;
+}
+
+nlohmann::json json_number(double v) {
+  if (std::isfinite(v)) return v;
+  return nullptr;
+}
+
+nlohmann::json to_json(const metrics::attention_errors& e) {
+  return {{"rel_rms", json_number(e.rel_rms)},   {"max_abs", json_number(e.max_abs)},
+          {"max_rel", json_number(e.max_rel)},   {"rel_floor", json_number(e.rel_floor)},
+          {"max_ulp", json_number(e.max_ulp)},   {"lse_max_abs", json_number(e.lse_max_abs)},
+          {"nan_count", e.nan_count},            {"inf_count", e.inf_count},
+          {"lse_inf_mismatch", e.lse_mismatch_inf}, {"elements", e.elements}};
+}
+
+nlohmann::json to_json(const attention_point& p) {
+  nlohmann::json j = {{"case", p.case_id},
+                      {"seq", p.seq},
+                      {"queries", p.queries},
+                      {"rows_evaluated", p.rows_evaluated},
+                      {"rel_rms", json_number(p.kernel.rel_rms)},
+                      {"max_abs", json_number(p.kernel.max_abs)},
+                      {"max_rel", json_number(p.kernel.max_rel)},
+                      {"max_ulp", json_number(p.kernel.max_ulp)},
+                      {"nan_count", p.kernel.nan_count},
+                      {"ratio_to_naive", json_number(p.ratio_to_naive)},
+                      {"kernel", to_json(p.kernel)},
+                      {"naive", to_json(p.naive)}};
+  if (p.end_to_end) j["end_to_end"] = to_json(*p.end_to_end);
+  nlohmann::json worst = nlohmann::json::array();
+  for (const auto& w : p.worst)
+    worst.push_back({{"row", w.row}, {"batch", w.batch}, {"query", w.query}, {"head", w.head},
+                     {"query_tile", w.query_tile}, {"key_tile", w.key_tile}, {"keys", w.keys},
+                     {"rel_rms", json_number(w.rel_rms)}, {"max_abs", json_number(w.max_abs)},
+                     {"lse_abs", json_number(w.lse_abs)}});
+  j["worst_rows"] = worst;
+  j["seconds"] = {{"inputs", p.seconds_inputs}, {"kernel", p.seconds_kernel},
+                  {"reference", p.seconds_reference}, {"naive", p.seconds_naive}};
+  return j;
+}
+
+}  // namespace numprobe::probes

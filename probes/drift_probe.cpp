@@ -1,0 +1,162 @@
+#include "probes/drift_probe.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <set>
+
+#include "numprobe/core/error.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+// Integers spread evenly in log space over [lo, hi], unique, ascending.
+std::vector<std::int64_t> log_spaced(std::int64_t lo, std::int64_t hi, int n) {
+  std::set<std::int64_t> s;
+  if (n <= 1 || lo == hi) return {lo};
+  const double a = std::log(static_cast<double>(lo)), b = std::log(static_cast<double>(hi));
+  for (int i = 0; i < n; ++i)
+    s.insert(std::llround(std::exp(a + (b - a) * i / (n - 1))));
+  return {s.begin(), s.end()};
+}
+
+// Key tiles per row at length S: the x axis of the growth fit.
+double key_tiles(std::int64_t seq, std::int64_t tile_k) {
+  return static_cast<double>((seq + tile_k - 1) / tile_k);
+}
+
+}  // namespace
+
+std::vector<std::int64_t> drift_lengths(const std::string& points, std::int64_t lo,
+                                        std::int64_t hi, std::int64_t tile_k) {
+  if (lo < 1 || hi < lo)
+    throw_input_error("--seq", fmt::format("need 1 <= A <= B in A..B, got {}..{}", lo, hi));
+  std::set<std::int64_t> out;
+  if (points == "tile") {
+    if (tile_k <= 0) throw_input_error("--points", "tile needs a kernel with known tiles; use --tile or log:N");
+    const std::int64_t k_lo = std::max<std::int64_t>(1, (lo + tile_k - 1) / tile_k);
+    const std::int64_t k_hi = std::max(k_lo, hi / tile_k);
+    // About 3 k values per octave of tiles keeps a 1000x sweep near 30 k values (90 points).
+    const int n = std::max(2, static_cast<int>(std::ceil(std::log2(double(k_hi) / double(k_lo)) * 1.0)) + 1);
+    for (std::int64_t k : log_spaced(k_lo, k_hi, n))
+      for (std::int64_t s : {k * tile_k - 1, k * tile_k, k * tile_k + 1})
+        if (s >= lo && s <= hi) out.insert(s);
+  } else if (points.rfind("log:", 0) == 0) {
+    int n = 0;
+    const auto* b = points.data() + 4;
+    auto [p, ec] = std::from_chars(b, points.data() + points.size(), n);
+    if (ec != std::errc() || p != points.data() + points.size() || n < 1 || n > 10000)
+      throw_input_error("--points", fmt::format("'{}': expected log:N with 1 <= N <= 10000", points));
+    for (auto s : log_spaced(lo, hi, n)) out.insert(s);
+  } else {
+    std::string_view rest = points;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const auto item = rest.substr(0, comma);
+      std::int64_t s = 0;
+      auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), s);
+      if (ec != std::errc() || p != item.data() + item.size() || s < 1)
+        throw_input_error("--points", fmt::format("'{}' is not tile, log:N or a list of positive lengths", points));
+      out.insert(s);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+  }
+  if (out.empty())
+    throw_input_error("--points", fmt::format("no lengths in {}..{} for '{}'", lo, hi, points));
+  return {out.begin(), out.end()};
+}
+
+drift_result run_drift(attention_provider& provider, const drift_options& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  drift_result r;
+  r.provider = provider.name();
+  r.tiles = provider.tiles();
+  for (const auto& b : opts.bounds) {
+    if (b.metric == "growth.slope") continue;
+    attention_point probe_point;
+    if (!probe_point.metric(b.metric) && b.metric.rfind("e2e.", 0) != 0)
+      throw_input_error("--bound", fmt::format("unknown metric '{}' for drift", b.metric));
+  }
+  const auto lengths = drift_lengths(opts.points, opts.seq_lo, opts.seq_hi, r.tiles.k);
+  std::vector<double> xs, ys;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    attention_case c = opts.base;
+    c.seq = lengths[i];
+    c.validate();
+    attention_point p = run_attention_point(provider, c, opts.probe);
+    r.tiles = provider.tiles();
+    if (p.kernel.nan_count > 0 || p.kernel.inf_count > 0) ++r.nan_points;
+    xs.push_back(key_tiles(c.seq, r.tiles.known() ? r.tiles.k : 64));
+    ys.push_back(p.kernel.rel_rms);
+    for (const auto& b : opts.bounds) {
+      if (b.metric == "growth.slope") continue;
+      const auto m = p.metric(b.metric);
+      if (m && !b.holds(*m)) r.breaches.push_back({c.seq, b.text(), *m});
+    }
+    r.points.push_back(std::move(p));
+    if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
+  }
+  r.growth = metrics::fit_growth(xs, ys);
+  for (const auto& b : opts.bounds)
+    if (b.metric == "growth.slope" && !b.holds(r.growth.slope))
+      r.breaches.push_back({0, b.text(), r.growth.slope});
+  r.gated_breach = !r.breaches.empty() || r.nan_points > 0;
+
+  // Tile pattern of the breaching points (growth breaches carry seq 0 and are not placed).
+  std::set<std::int64_t> breach_seqs;
+  for (const auto& b : r.breaches)
+    if (b.seq > 0) breach_seqs.insert(b.seq);
+  for (const auto& p : r.points)
+    if (p.kernel.nan_count > 0) breach_seqs.insert(p.seq);
+  if (!breach_seqs.empty()) {
+    if (!r.tiles.known()) {
+      r.tile_pattern = "unknown-tile";
+    } else {
+      std::size_t multiples = 0;
+      for (auto s : breach_seqs) multiples += (s % r.tiles.k == 0);
+      std::size_t passing_non_multiples = 0, passing_multiples = 0;
+      for (const auto& p : r.points)
+        if (!breach_seqs.count(p.seq)) (p.seq % r.tiles.k == 0 ? passing_multiples : passing_non_multiples)++;
+      if (multiples == breach_seqs.size() && passing_multiples == 0) r.tile_pattern = "multiples";
+      else if (multiples == 0 && passing_non_multiples == 0) r.tile_pattern = "non-multiples";
+      else r.tile_pattern = "mixed";
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+nlohmann::json to_json(const drift_result& r) {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& p : r.points) {
+    auto j = to_json(p);
+    if (r.tiles.known()) {
+      j["key_tiles"] = (p.seq + r.tiles.k - 1) / r.tiles.k;
+      j["seq_mod_tile"] = p.seq % r.tiles.k;
+    }
+    pts.push_back(std::move(j));
+  }
+  nlohmann::json breaches = nlohmann::json::array();
+  for (const auto& b : r.breaches)
+    breaches.push_back({{"seq", b.seq}, {"bound", b.bound}, {"measured", json_number(b.measured)}});
+  return {{"provider", r.provider},
+          {"tile", {{"q", r.tiles.q}, {"k", r.tiles.k}}},
+          {"points", pts},
+          {"growth",
+           {{"slope", json_number(r.growth.slope)},
+            {"slope_stderr", json_number(r.growth.slope_stderr)},
+            {"intercept", json_number(r.growth.intercept)},
+            {"points", r.growth.points},
+            {"threshold", metrics::k_growth_slope_threshold},
+            {"x", "key tiles"},
+            {"y", "rel_rms"},
+            {"verdict", r.growth.verdict}}},
+          {"nan_points", r.nan_points},
+          {"breaches", breaches},
+          {"tile_pattern", r.tile_pattern},
+          {"seconds", r.seconds}};
+}
+
+}  // namespace numprobe::probes

@@ -1,0 +1,55 @@
+#pragma once
+// Error against sequence length, tile-boundary aware, with a growth fit (issue 2, `drift`).
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "numprobe/core/bound.hpp"
+#include "numprobe/metrics/growth_fit.hpp"
+#include "probes/attention_probe.hpp"
+
+namespace numprobe::probes {
+
+// --points: "tile" (k*Bk-1, k*Bk, k*Bk+1 at log-spaced k), "log:N" (N log-spaced lengths), or a
+// comma-separated list of lengths.
+[[nodiscard]] std::vector<std::int64_t> drift_lengths(const std::string& points, std::int64_t lo,
+                                                      std::int64_t hi, std::int64_t tile_k);
+
+struct drift_options {
+  attention_case base;        // seq is replaced per point; queries 0 means T = S per point
+  std::int64_t seq_lo = 128;
+  std::int64_t seq_hi = 8192;
+  std::string points = "tile";
+  attention_probe_options probe;
+  std::vector<bound> bounds;  // point bounds and growth.slope
+  // Called after each point (progress bars); may be empty.
+  std::function<void(std::size_t done, std::size_t total, std::int64_t seq)> on_point;
+};
+
+struct drift_breach {
+  std::int64_t seq = 0;
+  std::string bound;
+  double measured = 0.0;
+};
+
+struct drift_result {
+  std::string provider;
+  tile_shape tiles;
+  std::vector<attention_point> points;
+  metrics::growth_fit growth;
+  std::vector<drift_breach> breaches;  // point and growth breaches of the bounds
+  std::int64_t nan_points = 0;
+  // Where the breaching points sit relative to the key tile: "none", "multiples" (all at
+  // S = k*Bk), "non-multiples" (all at S != k*Bk: partial tail tiles), "mixed", "unknown-tile".
+  std::string tile_pattern = "none";
+  bool gated_breach = false;  // a --bound was breached (exit 1)
+  double seconds = 0.0;
+};
+
+[[nodiscard]] drift_result run_drift(attention_provider& provider, const drift_options& opts);
+
+[[nodiscard]] nlohmann::json to_json(const drift_result& r);
+
+}  // namespace numprobe::probes

@@ -1,0 +1,157 @@
+#include "src/cli/case_options.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "numprobe/core/error.hpp"
+
+namespace numprobe::cli {
+
+void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
+  sub->add_option("--backend", f.backend, "implementation under test: ref|emu|cuda|hip")
+      ->capture_default_str();
+  sub->add_option("--seq", f.seq, seq_help)->capture_default_str();
+  sub->add_option("--queries", f.queries, "query rows T (0: T = S)")->capture_default_str();
+  sub->add_option("--batch", f.batch, "batch size")->capture_default_str();
+  sub->add_option("--heads", f.heads, "query heads Hq")->capture_default_str();
+  sub->add_option("--kv-heads", f.kv_heads, "KV heads Hkv (Hq a multiple)")->capture_default_str();
+  sub->add_option("--head-dim", f.head_dim, "head dimension D")->capture_default_str();
+  sub->add_option("--scale", f.scale, "softmax scale (0: 1/sqrt(D))")->capture_default_str();
+  sub->add_option("--dtype", f.dtype, "input dtype (bf16, f16, f32, f64, e4m3fn, ...)")
+      ->capture_default_str();
+  sub->add_option("--mask", f.mask, "none|causal|causal-top-left|window")->capture_default_str();
+  sub->add_option("--window", f.window, "sliding window W (mask=window)");
+  sub->add_option("--softcap", f.softcap, "logit softcap (0: off)");
+  sub->add_option("--dist", f.dist,
+                  "inputs: normal|uniform|llm|rescale-stress|max-first|diffuse|shifted|constant-v")
+      ->capture_default_str();
+  sub->add_option("--shift", f.shift, "logit shift for --dist shifted")->capture_default_str();
+  sub->add_option("--seed", f.seed, "input seed")->capture_default_str();
+  sub->add_option("--tile", f.tile, "kernel tile BqxBk (emu), e.g. 64x64");
+  sub->add_option("--state", f.states, "state storage dtype NAME=DTYPE (q,k,v,s,p,m,l,o,out,lse)");
+  sub->add_option("--inject", f.inject, "inject a named fault (repeatable)");
+  sub->add_option("--rows", f.rows, "query rows evaluated: all|N|auto (stratified sample)")
+      ->capture_default_str();
+  sub->add_option("--case", f.case_id, "rerun exactly this case id");
+  sub->add_option("--bound", f.bounds, "gate METRIC<=X (repeatable); breach exits 1");
+  sub->add_option("--json", f.json, "write JSON to PATH (- for stdout)");
+  sub->add_flag("--no-e2e", f.no_e2e, "skip the end-to-end (unrounded inputs) reference");
+  sub->add_option("--device", f.device, "GPU ordinal")->capture_default_str();
+}
+
+std::int64_t parse_positive(const std::string& text, const std::string& flag) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v <= 0)
+    throw_input_error(flag, fmt::format("expected a positive integer, got '{}'", text));
+  return v;
+}
+
+attention_case make_case(const case_flags& f, std::int64_t seq) {
+  if (!f.case_id.empty()) {
+    attention_case c = parse_attention_case(f.case_id);
+    return c;
+  }
+  attention_case c;
+  c.batch = f.batch;
+  c.queries = f.queries;
+  c.seq = seq;
+  c.heads = f.heads;
+  c.kv_heads = f.kv_heads;
+  c.head_dim = f.head_dim;
+  c.scale = f.scale;
+  c.dtype = formats::parse_format(f.dtype, "--dtype");
+  c.mask = parse_mask(f.mask);
+  c.window = f.window;
+  c.softcap = f.softcap;
+  c.dist = parse_dist(f.dist);
+  c.logit_shift = f.shift;
+  if (!std::isfinite(f.shift)) throw_input_error("--shift", "must be finite");
+  c.seed = f.seed;
+  if (c.mask == mask_kind::m_ranges)
+    throw_input_error("--mask", "mask=ranges is available through the library API only");
+  if (c.mask != mask_kind::m_window && f.window != 0)
+    throw_input_error("--window", "--window needs --mask window");
+  c.validate();
+  return c;
+}
+
+provider_options make_provider_options(const case_flags& f) {
+  provider_options o;
+  o.backend = f.backend;
+  o.device = f.device;
+  if (!f.tile.empty()) {
+    const auto x = f.tile.find('x');
+    if (x == std::string::npos) throw_input_error("--tile", fmt::format("'{}' is not BqxBk", f.tile));
+    o.tile = tile_shape{parse_positive(f.tile.substr(0, x), "--tile"),
+                        parse_positive(f.tile.substr(x + 1), "--tile")};
+  }
+  for (const auto& s : f.states) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      throw_input_error("--state", fmt::format("'{}' is not NAME=DTYPE", s));
+    o.states[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  o.faults = f.inject;
+  return o;
+}
+
+std::vector<bound> make_bounds(const case_flags& f) {
+  std::vector<bound> out;
+  for (const auto& b : f.bounds) out.push_back(parse_bound(b));
+  return out;
+}
+
+row_sampling make_sampling(const case_flags& f, std::int64_t auto_rows) {
+  row_sampling s;
+  s.seed = f.seed;
+  if (f.rows == "all") s.max_rows = 0;
+  else if (f.rows == "auto") s.max_rows = auto_rows;
+  else s.max_rows = parse_positive(f.rows, "--rows");
+  return s;
+}
+
+nlohmann::json json_envelope(const std::string& command, std::uint64_t seed) {
+  utsname u{};
+  uname(&u);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return {{"schema_version", 1},
+          {"tool", "numprobe"},
+          {"version", NUMPROBE_VERSION},
+          {"git_revision", NUMPROBE_GIT_REV},
+          {"command", command},
+          {"machine", {{"host", host}, {"os", u.sysname}, {"release", u.release}, {"arch", u.machine}}},
+          {"seeds", {{"inputs", seed}}}};
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw_input_error(path, "cannot open for writing");
+    out << text;
+    if (!out.flush()) throw_input_error(path, "write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw_input_error(path, "cannot rename the temporary file into place");
+  }
+}
+
+void write_json(const std::string& path, const nlohmann::json& doc) {
+  const std::string text = doc.dump(2) + "\n";
+  if (path == "-") {
+    std::cout << text;
+    std::cout.flush();
+    return;
+  }
+  write_text_file(path, text);
+}
+
+}  // namespace numprobe::cli

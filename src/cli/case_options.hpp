@@ -1,0 +1,63 @@
+#pragma once
+// Flags shared by the attention-case subcommands (attention, drift, later bisect): the case,
+// the backend under test, sampling, bounds and outputs.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "numprobe/core/attention_case.hpp"
+#include "numprobe/core/bound.hpp"
+#include "numprobe/core/row_sampling.hpp"
+#include "src/providers/provider.hpp"
+
+namespace numprobe::cli {
+
+struct case_flags {
+  std::string backend = "emu";
+  std::string seq = "1024";  // attention: S; drift: A..B
+  std::int64_t queries = 0;
+  std::int64_t batch = 1;
+  std::int64_t heads = 8;
+  std::int64_t kv_heads = 2;
+  std::int64_t head_dim = 128;
+  double scale = 0.0;
+  std::string dtype = "bf16";
+  std::string mask = "causal";
+  std::int64_t window = 0;
+  double softcap = 0.0;
+  std::string dist = "normal";
+  double shift = -2.0e4;
+  std::uint64_t seed = 7;
+  std::string tile;
+  std::vector<std::string> states;
+  std::vector<std::string> inject;
+  std::string rows = "auto";
+  std::string case_id;
+  std::vector<std::string> bounds;
+  std::string json;
+  std::string csv;
+  bool no_e2e = false;
+  int device = 0;
+};
+
+// Adds the flags; `seq_help` differs between attention (S) and drift (A..B).
+void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help);
+
+// Builds the case from the flags (or from --case ID), with `seq` as S. Throws input errors.
+[[nodiscard]] attention_case make_case(const case_flags& f, std::int64_t seq);
+[[nodiscard]] provider_options make_provider_options(const case_flags& f);
+[[nodiscard]] std::vector<bound> make_bounds(const case_flags& f);
+// --rows all|N|auto; auto = `auto_rows` (0 = all).
+[[nodiscard]] row_sampling make_sampling(const case_flags& f, std::int64_t auto_rows);
+[[nodiscard]] std::int64_t parse_positive(const std::string& text, const std::string& flag);
+
+// The envelope every JSON document carries: schema_version, tool, version, git revision,
+// machine, seeds.
+[[nodiscard]] nlohmann::json json_envelope(const std::string& command, std::uint64_t seed);
+// Writes JSON to PATH or stdout ("-"); atomically for files. Throws an input error on failure.
+void write_json(const std::string& path, const nlohmann::json& doc);
+// Writes text to PATH atomically (temp file + rename).
+void write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace numprobe::cli

@@ -1,0 +1,342 @@
+// The emulated FlashAttention-2 forward kernel (see flash_attention.hpp).
+//
+// Work layout: rows are independent in FA2's forward pass, and a row's result depends on the
+// other rows only through the key tiles its CTA (query tile) walks. So each requested row keeps
+// its CTA's tile span, and the (row, query head) pairs that read one KV head are batched into
+// chunks that walk the key tiles together: per key tile, one GEMM for S = Q.K^T and one for P.V
+// over the chunk, with each row's online-softmax step in between. The numerics per row are those
+// of the kernel; the batching only makes the emulation cost O(rows x S x D) at GEMM speed.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <numbers>
+#include <type_traits>
+
+#include "numprobe/core/error.hpp"
+#include "src/kernels/emu/flash_attention.hpp"
+#include "src/kernels/emu/flash_mask.hpp"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace numprobe::emu {
+namespace {
+
+using formats::format_id;
+
+template <class T>
+using row_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+constexpr double k_finite_sentinel = -1.0e4;
+
+// Rounds values computed in arithmetic type T to a state's storage dtype. Identity rounding is
+// detected once, so fp32 states in float arithmetic cost nothing in the hot loops.
+template <class T>
+struct state_rounder {
+  format_id id;
+  bool identity;
+
+  explicit state_rounder(format_id f)
+      : id(f), identity(f == format_id::m_f64 || (std::is_same_v<T, float> && f == format_id::m_f32)) {}
+
+  [[nodiscard]] T operator()(T x) const {
+    if (identity) return x;
+    if constexpr (std::is_same_v<T, float>) {
+      return formats::round_float_to(id, x);
+    } else {
+      // double -> float is one exact RNE; other formats go through the exact double path
+      // (only reached when another state is fp64, i.e. during precision bisection).
+      if (id == format_id::m_f32) return static_cast<double>(static_cast<float>(x));
+      return formats::round_to(id, x);
+    }
+  }
+};
+
+// Whether values already in format `held` need rounding to be stored in `state`.
+bool needs_rounding(format_id state, format_id held) {
+  if (state == held || state == format_id::m_f64) return false;
+  // Every other format is exactly representable in fp32 (fp32 covers their exponent ranges
+  // and mantissas, including e8m0's 2^-127 as a subnormal).
+  if (state == format_id::m_f32) return held == format_id::m_f64;
+  return true;
+}
+
+// The states as the kernel holds them once faults that pin a state's dtype are applied.
+state_dtypes effective_states(const flash_config& cfg) {
+  state_dtypes st = cfg.states;
+  if (cfg.has(fault::m_rowsum_bf16)) st.l = format_id::m_bf16;
+  if (cfg.has(fault::m_acc_bf16)) st.o = format_id::m_bf16;
+  return st;
+}
+
+// One (row, query head) pair: a query vector of the batched walk.
+struct query_vec {
+  std::size_t row_index;  // position in the requested rows
+  std::int64_t head;
+  key_range keys;         // visible keys (kernel mask)
+  tile_span tiles;        // key tiles its CTA walks
+};
+
+struct chunk_task {
+  std::int64_t batch;
+  std::int64_t kv_head;
+  std::size_t begin, end;  // range in the query_vec list
+};
+
+template <class A, class GS, class GO>
+class flash_runner {
+ public:
+  flash_runner(const attention_inputs& in, const flash_config& cfg, std::span<const std::int64_t> rows)
+      : m_in(in), m_c(in.c()), m_cfg(cfg), m_rows(rows), m_st(effective_states(cfg)),
+        m_round_s(m_st.s), m_round_p(m_st.p), m_round_m(m_st.m), m_round_l(m_st.l),
+        m_round_o(m_st.o) {}
+
+  attention_output run() {
+    const std::int64_t hq = m_c.heads, d = m_c.head_dim;
+    attention_output out = make_poisoned_output({m_rows.begin(), m_rows.end()}, hq, d);
+    if (m_rows.empty()) return out;
+    m_q = m_in.q_rows(m_rows);  // validates the rows; throws an input error naming "rows"
+    if (needs_rounding(m_st.q, m_c.dtype))
+      for (double& x : m_q) x = formats::round_to(m_st.q, x);
+    build_work();
+
+    std::int64_t n_tasks = static_cast<std::int64_t>(m_tasks.size());
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < n_tasks; ++i) run_chunk(m_tasks[static_cast<std::size_t>(i)], out);
+    return out;
+  }
+
+ private:
+  using F = std::conditional_t<std::is_same_v<A, double> || std::is_same_v<GO, double>, double, float>;
+
+  void build_work() {
+    const std::int64_t t_len = m_c.t(), group = m_c.group();
+    const kernel_mask mask(m_c, m_cfg.has(fault::m_mask_top_left));
+    std::vector<std::size_t> order(m_rows.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return m_rows[a] < m_rows[b]; });
+
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    // Chunks large enough for efficient GEMMs, small enough to give every thread work.
+    const auto total = static_cast<std::int64_t>(m_rows.size()) * m_c.heads;
+    const std::size_t chunk = static_cast<std::size_t>(
+        std::clamp<std::int64_t>(total / (4 * threads), 8, 128));
+
+    for (std::int64_t b = 0; b < m_c.batch; ++b) {
+      for (std::int64_t g = 0; g < m_c.kv_heads; ++g) {
+        const std::size_t first = m_vecs.size();
+        for (std::size_t idx : order) {
+          const std::int64_t r = m_rows[idx];
+          if (r / t_len != b) continue;
+          const std::int64_t t = r % t_len;
+          const key_range keys = mask.row(t);
+          const tile_span tiles = cta_key_tiles(mask, t / m_cfg.tile_q, m_cfg.tile_q, m_cfg.tile_k,
+                                                m_cfg.has(fault::m_drop_tail_tile));
+          for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
+            m_vecs.push_back({idx, h, keys, tiles});
+        }
+        for (std::size_t s = first; s < m_vecs.size(); s += chunk)
+          m_tasks.push_back({b, g, s, std::min(m_vecs.size(), s + chunk)});
+      }
+    }
+  }
+
+  // The exp the kernel uses: exp2 with a log2(e) prescale held in the s dtype, or exp.
+  [[nodiscard]] A exp_fn(A x) const {
+    if (m_cfg.exp2) return std::exp2(x * m_log2e);
+    return std::exp(x);
+  }
+
+  void run_chunk(const chunk_task& task, attention_output& out) const {
+    const std::int64_t dim = m_c.head_dim, bk = m_cfg.tile_k, s_len = m_c.seq;
+    const std::int64_t kv_stride = m_c.kv_heads * dim;
+    const auto nq = static_cast<std::int64_t>(task.end - task.begin);
+    const query_vec* vecs = m_vecs.data() + task.begin;
+    const bool guard = !m_cfg.has(fault::m_no_empty_guard);
+    const bool skip_rescale = m_cfg.has(fault::m_skip_rescale);
+    const bool stale_max = m_cfg.has(fault::m_stale_max);
+    const A inf = std::numeric_limits<A>::infinity();
+    const A m_init = m_cfg.has(fault::m_finite_sentinel) ? A(k_finite_sentinel) : -inf;
+    const A scale = static_cast<A>(m_c.softmax_scale());
+    const A cap = static_cast<A>(m_c.softcap);
+    const bool round_k = needs_rounding(m_st.k, m_c.dtype);
+    const bool round_v = needs_rounding(m_st.v, m_c.dtype);
+
+    row_matrix<GS> q(nq, dim), kt(bk, dim), s(nq, bk);
+    row_matrix<GO> p(nq, bk), vt(bk, dim), pv(nq, dim), o(nq, dim);
+    o.setZero();
+    std::vector<A> m(static_cast<std::size_t>(nq), m_init), m_prev(m.size(), m_init);
+    std::vector<A> l(m.size(), A(0)), alpha(m.size(), A(1)), x(static_cast<std::size_t>(bk));
+    std::vector<std::int64_t> seen(m.size(), 0);
+    std::vector<char> active(m.size(), 0);
+
+    std::int64_t tile_first = std::numeric_limits<std::int64_t>::max(), tile_last = 0;
+    for (std::int64_t v = 0; v < nq; ++v) {
+      const query_vec& qv = vecs[v];
+      const double* src = m_q.data() + (qv.row_index * static_cast<std::size_t>(m_c.heads) +
+                                         static_cast<std::size_t>(qv.head)) * static_cast<std::size_t>(dim);
+      for (std::int64_t e = 0; e < dim; ++e) q(v, e) = static_cast<GS>(src[e]);
+      if (qv.tiles.last > qv.tiles.first) {
+        tile_first = std::min(tile_first, qv.tiles.first);
+        tile_last = std::max(tile_last, qv.tiles.last);
+      }
+    }
+
+    const double* k_base = m_in.k().data() + (task.batch * s_len * m_c.kv_heads + task.kv_head) * dim;
+    const double* v_base = m_in.v().data() + (task.batch * s_len * m_c.kv_heads + task.kv_head) * dim;
+
+    for (std::int64_t j = tile_first; j < tile_last; ++j) {
+      // Query vectors whose CTA walks this tile; chunks are sorted by row, so for monotone masks
+      // they form one run and the GEMMs cover [a0, a1) with few idle rows.
+      std::int64_t a0 = nq, a1 = 0;
+      for (std::int64_t v = 0; v < nq; ++v) {
+        active[static_cast<std::size_t>(v)] = vecs[v].tiles.first <= j && j < vecs[v].tiles.last;
+        if (active[static_cast<std::size_t>(v)]) {
+          a0 = std::min(a0, v);
+          a1 = v + 1;
+        }
+      }
+      if (a0 >= a1) continue;
+      const std::int64_t k0 = j * bk, nk = std::min(bk, s_len - k0), na = a1 - a0;
+
+      for (std::int64_t r = 0; r < nk; ++r) {
+        const double* ks = k_base + (k0 + r) * kv_stride;
+        const double* vs = v_base + (k0 + r) * kv_stride;
+        for (std::int64_t e = 0; e < dim; ++e) {
+          kt(r, e) = static_cast<GS>(round_k ? formats::round_to(m_st.k, ks[e]) : ks[e]);
+          vt(r, e) = static_cast<GO>(round_v ? formats::round_to(m_st.v, vs[e]) : vs[e]);
+        }
+      }
+      s.block(a0, 0, na, nk).noalias() = q.middleRows(a0, na) * kt.topRows(nk).transpose();
+
+      for (std::int64_t v = a0; v < a1; ++v) {
+        const auto vi = static_cast<std::size_t>(v);
+        if (!active[vi]) {
+          p.row(v).head(nk).setZero();
+          continue;
+        }
+        // Scores in the s dtype, softcap, then the kernel's mask.
+        for (std::int64_t c = 0; c < nk; ++c) x[static_cast<std::size_t>(c)] = m_round_s(scale * static_cast<A>(s(v, c)));
+        if (cap > A(0))
+          for (std::int64_t c = 0; c < nk; ++c)
+            x[static_cast<std::size_t>(c)] = m_round_s(cap * std::tanh(x[static_cast<std::size_t>(c)] / cap));
+        const std::int64_t vlo = std::clamp(vecs[v].keys.begin - k0, std::int64_t{0}, nk);
+        const std::int64_t vhi = std::max(vlo, std::clamp(vecs[v].keys.end - k0, std::int64_t{0}, nk));
+        for (std::int64_t c = 0; c < vlo; ++c) x[static_cast<std::size_t>(c)] = -inf;
+        for (std::int64_t c = vhi; c < nk; ++c) x[static_cast<std::size_t>(c)] = -inf;
+        A row_max = -inf;
+        for (std::int64_t c = vlo; c < vhi; ++c) row_max = std::max(row_max, x[static_cast<std::size_t>(c)]);
+
+        // Online softmax step. The empty-row guard: a row that has seen no valid key keeps
+        // m = -inf, and exp is taken against 0 instead, so exp(-inf - -inf) never happens.
+        const A m_old = m[vi];
+        const A m_new = m_round_m(std::max(m_old, row_max));
+        const A m_use = (guard && m_new == -inf) ? A(0) : m_new;
+        A m_ref = m_old;
+        // stale-max: the rescale reads the max register written one tile earlier; while that
+        // register still holds its initial value the current one is used.
+        if (stale_max && seen[vi] >= 2 && m_prev[vi] != m_init) m_ref = m_prev[vi];
+        const A a = skip_rescale ? A(1) : exp_fn(m_ref - m_use);
+        for (std::int64_t c = 0; c < nk; ++c) {
+          const A pc = m_round_p(exp_fn(x[static_cast<std::size_t>(c)] - m_use));
+          x[static_cast<std::size_t>(c)] = pc;
+          p(v, c) = static_cast<GO>(pc);
+        }
+        // The running sum accumulates element by element in the l dtype, as each thread's
+        // register does: a bf16 sum of increments near 1 stalls at 256.
+        A lv = m_round_l(a * l[vi]);
+        for (std::int64_t c = 0; c < nk; ++c) lv = m_round_l(lv + x[static_cast<std::size_t>(c)]);
+        l[vi] = lv;
+        alpha[vi] = a;
+        m_prev[vi] = m_old;
+        m[vi] = m_new;
+        ++seen[vi];
+      }
+
+      pv.middleRows(a0, na).noalias() = p.block(a0, 0, na, nk) * vt.topRows(nk);
+      for (std::int64_t v = a0; v < a1; ++v) {
+        if (!active[static_cast<std::size_t>(v)]) continue;
+        const GO a = static_cast<GO>(alpha[static_cast<std::size_t>(v)]);
+        if (m_round_o.identity) {
+          for (std::int64_t e = 0; e < dim; ++e) o(v, e) = a * o(v, e) + pv(v, e);
+        } else {
+          for (std::int64_t e = 0; e < dim; ++e) o(v, e) = m_round_o(m_round_o(a * o(v, e)) + pv(v, e));
+        }
+      }
+    }
+
+    // Epilogue: O / l in the output dtype, LSE = m + log(l) in the lse dtype.
+    const state_rounder<F> round_out(m_st.out), round_lse(m_st.lse);
+    for (std::int64_t v = 0; v < nq; ++v) {
+      const auto vi = static_cast<std::size_t>(v);
+      const query_vec& qv = vecs[v];
+      double* dst = out.o.data() + (qv.row_index * static_cast<std::size_t>(m_c.heads) +
+                                    static_cast<std::size_t>(qv.head)) * static_cast<std::size_t>(dim);
+      double& lse = out.lse[qv.row_index * static_cast<std::size_t>(m_c.heads) + static_cast<std::size_t>(qv.head)];
+      const F lf = static_cast<F>(l[vi]);
+      if (guard && lf == F(0)) {  // no key contributed: the defined O = 0, LSE = -inf
+        std::fill(dst, dst + dim, 0.0);
+        lse = -std::numeric_limits<double>::infinity();
+        continue;
+      }
+      for (std::int64_t e = 0; e < dim; ++e) dst[e] = static_cast<double>(round_out(static_cast<F>(o(v, e)) / lf));
+      lse = static_cast<double>(round_lse(static_cast<F>(m[vi]) + std::log(lf)));
+    }
+  }
+
+  const attention_inputs& m_in;
+  const attention_case& m_c;
+  const flash_config& m_cfg;
+  std::span<const std::int64_t> m_rows;
+  state_dtypes m_st;
+  state_rounder<A> m_round_s, m_round_p, m_round_m, m_round_l;
+  state_rounder<GO> m_round_o;
+  A m_log2e = m_round_s(static_cast<A>(std::numbers::log2e));
+  std::vector<double> m_q;
+  std::vector<query_vec> m_vecs;
+  std::vector<chunk_task> m_tasks;
+};
+
+template <class A, class GS, class GO>
+attention_output run_typed(const attention_inputs& in, const flash_config& cfg,
+                           std::span<const std::int64_t> rows) {
+  return flash_runner<A, GS, GO>(in, cfg, rows).run();
+}
+
+// Picks the arithmetic types: fp64 where any state involved is fp64, float otherwise (the
+// GPU's own arithmetic). A: softmax bookkeeping (s, p, m, l); GS: the Q.K^T product; GO: the
+// P.V product and the O accumulator.
+template <class A, class GS>
+attention_output dispatch_o(const attention_inputs& in, const flash_config& cfg,
+                            std::span<const std::int64_t> rows, bool o64) {
+  return o64 ? run_typed<A, GS, double>(in, cfg, rows) : run_typed<A, GS, float>(in, cfg, rows);
+}
+
+template <class A>
+attention_output dispatch_s(const attention_inputs& in, const flash_config& cfg,
+                            std::span<const std::int64_t> rows, bool s64, bool o64) {
+  return s64 ? dispatch_o<A, double>(in, cfg, rows, o64) : dispatch_o<A, float>(in, cfg, rows, o64);
+}
+
+}  // namespace
+
+attention_output flash_forward(const attention_inputs& in, const flash_config& cfg,
+                               std::span<const std::int64_t> rows) {
+  if (cfg.tile_q < 1 || cfg.tile_k < 1)
+    throw_input_error("--tile", fmt::format("tile sizes must be positive, got {}x{}", cfg.tile_q, cfg.tile_k));
+  const state_dtypes st = effective_states(cfg);
+  constexpr auto f64 = format_id::m_f64;
+  const bool a64 = st.s == f64 || st.p == f64 || st.m == f64 || st.l == f64;
+  const bool s64 = st.q == f64 || st.k == f64 || st.s == f64;
+  const bool o64 = st.p == f64 || st.v == f64 || st.o == f64;
+  return a64 ? dispatch_s<double>(in, cfg, rows, s64, o64) : dispatch_s<float>(in, cfg, rows, s64, o64);
+}
+
+}  // namespace numprobe::emu

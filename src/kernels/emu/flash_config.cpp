@@ -1,0 +1,132 @@
+// Names and settings of the emulated FlashAttention kernel: state dtypes, faults, describe().
+// The fault names are shared with the GPU kernels' fault variants (DESIGN.md), so they are
+// spelled once, here.
+#include <algorithm>
+#include <array>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "numprobe/core/error.hpp"
+#include "src/kernels/emu/flash_attention.hpp"
+
+namespace numprobe::emu {
+namespace {
+
+struct fault_name {
+  fault f;
+  std::string_view name;
+};
+
+constexpr std::array<fault_name, 8> k_fault_names{{
+    {fault::m_skip_rescale, "skip-rescale"},
+    {fault::m_stale_max, "stale-max"},
+    {fault::m_rowsum_bf16, "rowsum-bf16"},
+    {fault::m_acc_bf16, "acc-bf16"},
+    {fault::m_mask_top_left, "mask-top-left"},
+    {fault::m_no_empty_guard, "no-empty-guard"},
+    {fault::m_drop_tail_tile, "drop-tail-tile"},
+    {fault::m_finite_sentinel, "finite-sentinel"},
+}};
+
+constexpr std::array<fault, 8> k_faults{
+    fault::m_skip_rescale,   fault::m_stale_max,      fault::m_rowsum_bf16,
+    fault::m_acc_bf16,       fault::m_mask_top_left,  fault::m_no_empty_guard,
+    fault::m_drop_tail_tile, fault::m_finite_sentinel,
+};
+
+constexpr std::array<std::string_view, 10> k_state_names{"q", "k", "v", "s",   "p",
+                                                         "m", "l", "o", "out", "lse"};
+
+// Pointer to the member named `name`, or nullptr.
+formats::format_id* state_slot(state_dtypes& st, std::string_view name) {
+  if (name == "q") return &st.q;
+  if (name == "k") return &st.k;
+  if (name == "v") return &st.v;
+  if (name == "s") return &st.s;
+  if (name == "p") return &st.p;
+  if (name == "m") return &st.m;
+  if (name == "l") return &st.l;
+  if (name == "o") return &st.o;
+  if (name == "out") return &st.out;
+  if (name == "lse") return &st.lse;
+  return nullptr;
+}
+
+std::string joined_state_names() { return fmt::format("{}", fmt::join(k_state_names, ", ")); }
+
+}  // namespace
+
+std::span<const fault> all_faults() { return k_faults; }
+
+std::string_view to_string(fault f) {
+  for (const auto& n : k_fault_names)
+    if (n.f == f) return n.name;
+  return "unknown-fault";
+}
+
+fault parse_fault(std::string_view text, const std::string& place) {
+  for (const auto& n : k_fault_names)
+    if (n.name == text) return n.f;
+  std::vector<std::string_view> names;
+  for (const auto& n : k_fault_names) names.push_back(n.name);
+  throw_input_error(place, fmt::format("unknown fault '{}' (known: {})", text,
+                                       fmt::join(names, ", ")));
+}
+
+state_dtypes default_states(formats::format_id input) {
+  using formats::format_id;
+  // P is fed to the P.V MMA in the input dtype, as real kernels do. The output is written in
+  // the input dtype, except for formats nobody writes attention outputs in (fp8 and below),
+  // where FA3-style kernels write bf16.
+  const bool wide_output = input == format_id::m_f64 || input == format_id::m_f32 ||
+                           input == format_id::m_tf32 || input == format_id::m_bf16 ||
+                           input == format_id::m_f16;
+  state_dtypes st{};
+  st.q = st.k = st.v = input;
+  st.p = input;
+  st.out = wide_output ? input : format_id::m_bf16;
+  if (input == format_id::m_tf32) st.out = format_id::m_f32;  // tf32 is stored in 32 bits
+  return st;
+}
+
+void set_state(state_dtypes& st, std::string_view name, formats::format_id f,
+               const std::string& place) {
+  formats::format_id* slot = state_slot(st, name);
+  if (slot == nullptr)
+    throw_input_error(place, fmt::format("unknown state '{}' (known: {})", name,
+                                         joined_state_names()));
+  *slot = f;
+}
+
+std::span<const std::string_view> state_names() { return k_state_names; }
+
+formats::format_id get_state(const state_dtypes& st, std::string_view name) {
+  formats::format_id* slot = state_slot(const_cast<state_dtypes&>(st), name);
+  if (slot == nullptr)
+    throw_input_error("state", fmt::format("unknown state '{}' (known: {})", name,
+                                           joined_state_names()));
+  return *slot;
+}
+
+bool flash_config::has(fault f) const {
+  return std::find(faults.begin(), faults.end(), f) != faults.end();
+}
+
+std::string flash_config::describe(formats::format_id input) const {
+  std::string out = fmt::format("emu[tile={}x{}", tile_q, tile_k);
+  const state_dtypes defaults = default_states(input);
+  for (std::string_view n : k_state_names) {
+    const formats::format_id f = get_state(states, n);
+    if (f != get_state(defaults, n)) out += fmt::format(",{}={}", n, formats::name(f));
+  }
+  if (!exp2) out += ",exp=exp";
+  if (!faults.empty()) {
+    std::vector<std::string_view> names;
+    for (fault f : faults) names.push_back(to_string(f));
+    out += fmt::format(",inject={}", fmt::join(names, "+"));
+  }
+  out += "]";
+  return out;
+}
+
+}  // namespace numprobe::emu

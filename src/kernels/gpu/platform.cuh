@@ -1,0 +1,184 @@
+#pragma once
+// The one place with vendor #ifs (DESIGN.md, "One kernel source for two vendors"). Every .cu
+// file in src/kernels/gpu/ is compiled by nvcc for NVIDIA and by hipcc (-x hip) for AMD; kernel
+// code uses only the names below. Warp width comes from here, never a literal 32.
+//
+// Vendor facts that can change numerics are collected in platform::numerics_facts() and end
+// up in every report's metadata (exp implementation, tanh, MMA accumulation).
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#define NUMPROBE_GPU_HIP 1
+#include <hip/hip_bf16.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+#else
+#define NUMPROBE_GPU_CUDA 1
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace numprobe::gpu::platform {
+
+#if NUMPROBE_GPU_HIP
+// ---------------------------------------------------------------- AMD (HIP) -----------------
+using error_t = hipError_t;
+using stream_t = hipStream_t;
+using event_t = hipEvent_t;
+using device_prop_t = hipDeviceProp_t;
+using bf16 = __hip_bfloat16;
+using fp16 = __half;
+inline constexpr const char* vendor = "hip";
+inline constexpr error_t success = hipSuccess;
+inline constexpr bool has_mma_sync = false;  // CDNA MFMA path not written: scalar kernel
+#define NUMPROBE_GPU_API(name) hip##name
+inline const char* error_string(error_t e) { return hipGetErrorString(e); }
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+inline constexpr int warp_size = __AMDGCN_WAVEFRONT_SIZE;
+#else
+inline constexpr int warp_size = 64;
+#endif
+inline constexpr const char* exp_impl = "exp2f (ocml, __ocml_exp2_f32): exp(x) = 2^(x*log2 e), prescale in fp32";
+inline constexpr const char* mma_impl = "none: scalar fp32 FMA dot products (no MFMA path yet)";
+inline constexpr const char* tanh_impl = "tanhf (ocml)";
+
+__device__ __forceinline__ float exp2_approx(float x) { return exp2f(x); }
+__device__ __forceinline__ float shfl_xor(float v, int mask) { return __shfl_xor(v, mask, warp_size); }
+
+// cp.async has no AMD equivalent: a synchronous 16-byte copy keeps the pipeline's structure.
+__device__ __forceinline__ void copy_16_async(void* smem, const void* gmem, bool valid) {
+  auto* d = static_cast<uint4*>(smem);
+  *d = valid ? *static_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
+}
+__device__ __forceinline__ void copy_commit() {}
+template <int N>
+__device__ __forceinline__ void copy_wait() {}
+
+// Declared so that the tensor-core kernel template parses; the launcher never instantiates it
+// on this platform (has_mma_sync == false).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&)[4], const void*) { __builtin_trap(); }
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&)[4], const void*) { __builtin_trap(); }
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&)[4], const uint32_t (&)[4], uint32_t, uint32_t) {
+  __builtin_trap();
+}
+
+inline constexpr auto memcpy_h2d = hipMemcpyHostToDevice;
+inline constexpr auto memcpy_d2h = hipMemcpyDeviceToHost;
+inline constexpr auto func_attr_max_dynamic_smem = hipFuncAttributeMaxDynamicSharedMemorySize;
+inline std::string arch_name(const device_prop_t& p) {
+  std::string a = p.gcnArchName;
+  return a.substr(0, a.find(':'));  // "gfx90a:sramecc+:xnack-" -> "gfx90a"
+}
+inline std::int64_t shared_per_block_optin(const device_prop_t& p) {
+  return static_cast<std::int64_t>(p.sharedMemPerBlock);
+}
+
+#else
+// ---------------------------------------------------------------- NVIDIA (CUDA) -------------
+using error_t = cudaError_t;
+using stream_t = cudaStream_t;
+using event_t = cudaEvent_t;
+using device_prop_t = cudaDeviceProp;
+using bf16 = __nv_bfloat16;
+using fp16 = __half;
+inline constexpr const char* vendor = "cuda";
+inline constexpr error_t success = cudaSuccess;
+inline constexpr bool has_mma_sync = true;
+#define NUMPROBE_GPU_API(name) cuda##name
+inline const char* error_string(error_t e) { return cudaGetErrorString(e); }
+inline constexpr int warp_size = 32;  // NVIDIA's architectural warp width (warpSize)
+inline constexpr const char* exp_impl = "ex2.approx.ftz.f32: exp(x) = 2^(x*log2 e), prescale in fp32";
+inline constexpr const char* mma_impl =
+    "mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}: fp32 accumulation, P rounded to the input dtype";
+inline constexpr const char* tanh_impl = "tanhf (CUDA libdevice, accurate)";
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float shfl_xor(float v, int mask) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, warp_size);
+}
+
+__device__ __forceinline__ void copy_16_async(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;  // 0: zero-fill, gmem not read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+inline constexpr auto memcpy_h2d = cudaMemcpyHostToDevice;
+inline constexpr auto memcpy_d2h = cudaMemcpyDeviceToHost;
+inline constexpr auto func_attr_max_dynamic_smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
+inline std::string arch_name(const device_prop_t& p) {
+  return "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+}
+inline std::int64_t shared_per_block_optin(const device_prop_t& p) {
+  return static_cast<std::int64_t>(p.sharedMemPerBlockOptin);
+}
+
+// ldmatrix: four 8x8 b16 matrices; lane l supplies the row address of matrix l/8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+
+// D = A(16x16, row) * B(16x8, col) + C, fp32 accumulation.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+#endif
+
+// ---------------------------------------------------------------- common ---------------------
+// Element conversions, by element type (bf16 or fp16), identical for both vendors' headers.
+template <class T>
+__device__ __forceinline__ float to_float(T x) {
+  if constexpr (std::is_same_v<T, bf16>) return __bfloat162float(x);
+  else return __half2float(x);
+}
+template <class T>
+__device__ __forceinline__ T from_float(float x) {  // round to nearest even
+  if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+// Two floats rounded to T, packed low | high << 16 (the MMA fragment layout).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  const T l = from_float<T>(lo), h = from_float<T>(hi);
+  uint16_t lb, hb;
+  __builtin_memcpy(&lb, &l, 2);
+  __builtin_memcpy(&hb, &h, 2);
+  return static_cast<uint32_t>(lb) | (static_cast<uint32_t>(hb) << 16);
+}
+__device__ __forceinline__ float round_bf16(float x) {
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+}  // namespace numprobe::gpu::platform

@@ -1,0 +1,13 @@
+#pragma once
+// Registration hooks of the built-in providers (called once by the registry).
+#if __has_include("src/providers/cuda_provider.hpp") && NUMPROBE_HAVE_CUDA
+#include "src/providers/cuda_provider.hpp"
+#endif
+#if __has_include("src/providers/hip_provider.hpp") && NUMPROBE_HAVE_HIP
+#include "src/providers/hip_provider.hpp"
+#endif
+
+namespace numprobe {
+void register_ref_provider();
+void register_emu_provider();
+}  // namespace numprobe
