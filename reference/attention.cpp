@@ -4,6 +4,9 @@
 // a second GEMM. Keys are processed in chunks with a max-subtracted online softmax so the
 // score buffer stays small at 128K keys; each rescale costs one rounding, and O and l are
 // rescaled by the same factor, so exp's own error in that factor cancels in O / l.
+// P V is accumulated on V minus its mean over the head's keys, O = mean + P (V - mean) / l:
+// the GEMM's running-sum error then scales with V's spread rather than its magnitude (V with
+// a large common offset, the constant-V probe: there the result is exact).
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -35,7 +38,7 @@ struct block_task {
 };
 
 struct block_state {
-  row_matrix q, scores, acc;
+  row_matrix q, scores, acc, v_centered;
   std::vector<double> row_max, mass;
   std::vector<key_range> keys;  // per block row (query heads of a row share it)
 };
@@ -43,7 +46,8 @@ struct block_state {
 void run_block(const attention_case& c, std::span<const double> q_rows,
                std::span<const std::int64_t> rows, std::span<const double> k,
                std::span<const double> v, const std::vector<std::int64_t>& order,
-               const block_task& task, block_state& st, attention_output& out) {
+               const std::vector<double>& v_means, const block_task& task, block_state& st,
+               attention_output& out) {
   const std::int64_t group = c.group(), dims = c.head_dim, heads = c.heads;
   const std::int64_t n_queries = c.t();
   const std::int64_t m = task.count * group;
@@ -71,6 +75,9 @@ void run_block(const attention_case& c, std::span<const double> q_rows,
   st.row_max.assign(static_cast<std::size_t>(m), minus_inf);
   st.mass.assign(static_cast<std::size_t>(m), 0.0);
   st.scores.resize(m, k_chunk_keys);
+  st.v_centered.resize(k_chunk_keys, dims);
+  const Eigen::Map<const Eigen::RowVectorXd> v_mean(
+      v_means.data() + (task.batch * c.kv_heads + task.kv_head) * dims, dims);
 
   const std::int64_t kv_stride = c.kv_heads * dims;
   const std::int64_t kv_base = (task.batch * c.seq * c.kv_heads + task.kv_head) * dims;
@@ -98,7 +105,7 @@ void run_block(const attention_case& c, std::span<const double> q_rows,
 
     for (std::int64_t r = first; r <= last; ++r) {
       const key_range& kr = st.keys[static_cast<std::size_t>(r)];
-      const std::int64_t s0 = std::max(kr.begin, c0) - c0;
+      const std::int64_t s0 = std::min(std::max(kr.begin, c0), c1) - c0;  // a range may start past the chunk
       const std::int64_t s1 = std::max(std::min(kr.end, c1) - c0, s0);
       for (std::int64_t hh = 0; hh < group; ++hh) {
         const std::int64_t row = r * group + hh;
@@ -124,7 +131,9 @@ void run_block(const attention_case& c, std::span<const double> q_rows,
         run_mass += detail::pairwise_sum(seg.data(), seg.size());
       }
     }
-    st.acc.middleRows(m0, mn).noalias() += s * v_chunk;
+    auto vc = st.v_centered.topRows(width);
+    vc = v_chunk.rowwise() - v_mean;
+    st.acc.middleRows(m0, mn).noalias() += s * vc;
   }
 
   for (std::int64_t r = 0; r < task.count; ++r) {
@@ -140,7 +149,7 @@ void run_block(const attention_case& c, std::span<const double> q_rows,
         lse = minus_inf;
         continue;
       }
-      for (std::int64_t d = 0; d < dims; ++d) o[d] = st.acc(row, d) / run_mass;
+      for (std::int64_t d = 0; d < dims; ++d) o[d] = v_mean[d] + st.acc(row, d) / run_mass;
       lse = st.row_max[static_cast<std::size_t>(row)] + std::log(run_mass);
     }
   }
@@ -174,12 +183,25 @@ attention_output attention(const attention_case& c, std::span<const double> q_ro
     begin = end;
   }
 
+  // Mean of V over each (batch, KV head)'s keys; any value would be exact algebra, the mean
+  // makes the centred values smallest.
+  std::vector<double> v_means(static_cast<std::size_t>(c.batch * c.kv_heads * c.head_dim), 0.0);
+  const std::int64_t kv_stride = c.kv_heads * c.head_dim;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t bg = 0; bg < c.batch * c.kv_heads; ++bg) {
+    const std::int64_t b = bg / c.kv_heads, g = bg % c.kv_heads;
+    const strided_map vh(v.data() + (b * c.seq * c.kv_heads + g) * c.head_dim, c.seq, c.head_dim,
+                         Eigen::OuterStride<Eigen::Dynamic>(kv_stride));
+    Eigen::Map<Eigen::RowVectorXd>(v_means.data() + bg * c.head_dim, c.head_dim) =
+        vh.colwise().sum() / static_cast<double>(c.seq);
+  }
+
 #pragma omp parallel
   {
     block_state st;  // per-thread buffers, reused across blocks
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t i = 0; i < tasks.size(); ++i)
-      run_block(c, q_rows, rows, k, v, order, tasks[i], st, out);
+      run_block(c, q_rows, rows, k, v, order, v_means, tasks[i], st, out);
   }
   return out;
 }

@@ -168,8 +168,8 @@ def reference_value(fmt, x, policy="default", rtz=False):
     r = np.copysign(r, x)
     if fmt == "e8m0":  # no zero: positive values below 2^-127 become 2^-127
         r = np.where((x > 0) & (r == 0), 2.0 ** -127, r)
-    if fmt in ("e2m3", "e3m2", "e2m1"):  # no NaN: a zero of the NaN's sign
-        r = np.where(np.isnan(x), np.copysign(0.0, x), r)
+    if fmt in ("e2m3", "e3m2", "e2m1"):  # no NaN: ml_dtypes gives a zero of the opposite sign
+        r = np.where(np.isnan(x), np.copysign(0.0, -x), r)
     # Saturate clamps finite overflow and inf; toward zero carries finite overflow to max in
     # the formats checked with it (IEEE 754 7.4, or their saturating default).
     if policy == "saturate" or rtz:
@@ -300,13 +300,24 @@ def check_encode(dump, n_random):
         t, mb, emin, bits = FLOATS[fmt]
         # float32 inputs: ml_dtypes' own cast is single-rounded, so it is the oracle.
         x32 = inputs_for(fmt, np.float32, rng, n_random)
+        ours32 = dump.encode(fmt, x32)
+        x32d = x32.astype(np.float64)
+        exact32 = codes_of(fmt, reference_value(fmt, x32d))
+        if fmt == "e8m0":
+            # ml_dtypes rounds float32 subnormals in (2^-127, 2^-126) up to 2^-126 (0x01) even
+            # when they are nearer 2^-127 (1.03 * 2^-127 -> 0x01): a known deviation, so those
+            # inputs are judged by the exact rounding alone.
+            dev = (x32d > 2.0 ** -127) & (x32d < 2.0 ** -126)
+            count("(info) ml_dtypes e8m0 f32-subnormal inputs judged by exact rounding only",
+                  np.count_nonzero(dev))
+            compare("encode rne f32->e8m0 (subnormal f32 inputs, exact)", x32[dev], ours32[dev],
+                    exact32[dev])
+            x32, x32d, ours32, exact32 = x32[~dev], x32d[~dev], ours32[~dev], exact32[~dev]
         ref32 = oracle_codes_f32(fmt, x32)
-        compare(f"encode rne f32->{fmt}", x32, dump.encode(fmt, x32), ref32)
+        compare(f"encode rne f32->{fmt}", x32, ours32, ref32)
         # The exact rounding written here must agree with the oracle on every float32 input
         # before it may judge float64 inputs.
-        x32d = x32.astype(np.float64)
-        compare(f"exact-rounding self-check {fmt}", x32d,
-                codes_of(fmt, reference_value(fmt, x32d)), ref32)
+        compare(f"exact-rounding self-check {fmt}", x32d, exact32, ref32)
         # float64 inputs against the exact rounding, each policy and toward-zero.
         x64 = inputs_for(fmt, np.float64, rng, n_random)
         ours64 = dump.encode(fmt, x64)
@@ -317,6 +328,11 @@ def check_encode(dump, n_random):
                 mld_codes = x64.astype(t).view(np.uint16 if bits == 16 else np.uint8)
             count(f"(info) ml_dtypes f64->{fmt} double-rounding differences",
                   np.count_nonzero(mld_codes.astype(np.uint32) != ours64))
+            # Every such difference is ml_dtypes' float64 -> float32 step: its float64 cast
+            # equals its cast of float32(x), input for input.
+            via32 = x64.astype(np.float32).astype(t).view(mld_codes.dtype)
+            compare(f"ml_dtypes f64->{fmt} is its f32 cast", x64, mld_codes.astype(np.uint32),
+                    via32.astype(np.uint32))
         compare(f"encode rne saturate f64->{fmt}", x64, dump.encode(fmt, x64, "rne", "saturate"),
                 codes_of(fmt, reference_value(fmt, x64, "saturate")))
         if fmt not in ("e4m3fn", "e4m3fnuz", "e5m2fnuz", "e8m0"):
@@ -343,12 +359,9 @@ def check_round_float(dump, n_random):
         out = os.path.join(dump.tmp, "rfo.f32")
         x32.tofile(path)
         subprocess.run([dump.exe, "roundf", fmt, path, out], check=True)
-        ours = np.fromfile(out, dtype=np.float32).astype(np.float64)
-        ref = reference_value(fmt, x32.astype(np.float64))
-        bad = np.nonzero(~same_value(ours, ref))[0]
-        count(f"round_float_to {fmt}", len(x32))
-        if len(bad):
-            fail(f"round_float_to {fmt}", bad, x32, ours.view(np.uint64), ref.view(np.uint64))
+        ours = codes_of(fmt, np.fromfile(out, dtype=np.float32).astype(np.float64))
+        ref = codes_of(fmt, reference_value(fmt, x32.astype(np.float64)))
+        compare(f"round_float_to {fmt}", x32, ours, ref)
 
 
 def main():

@@ -1,9 +1,193 @@
-#include "src/cli/command.hpp"
+// `numprobe quant`: quantize one tensor with a format and a block-scaling scheme; report error,
+// flushes, clipping, scale underflow and outlier blocks, with a worked block.
+#include <cmath>
+#include <fmt/format.h>
+#include <memory>
+
 #include "numprobe/core/error.hpp"
+#include "probes/quant_probe.hpp"
+#include "src/cli/case_options.hpp"
+#include "src/cli/command.hpp"
+#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
-void setup_quant(CLI::App& app) {
-  auto* sub = app.add_subcommand("quant", "(not built yet)");
-  sub->callback([] { throw_backend_error("quant", "not implemented yet"); });
+namespace {
+
+struct quant_flags {
+  std::string format;  // empty: the scheme's element format
+  std::string scheme = "nvfp4";
+  std::string input;
+  std::string shape;
+  std::string dist = "llm";
+  int axis = -1;
+  std::int64_t group = 0;
+  std::string scale_format;
+  std::string rule;
+  std::string rounding = "rne";
+  std::string overflow = "saturate";
+  std::uint64_t seed = 7;
+  std::string json;
+  std::string dump;
+  std::vector<std::string> bounds;
+  std::string backend = "ref";
+  std::size_t worst = 5;
+};
+
+probes::quant_probe_options make_options(const quant_flags& f) {
+  if (f.backend != "ref") {
+    if (f.backend == "cuda" || f.backend == "hip" || f.backend == "emu")
+      throw_backend_error("--backend", "quant has no '" + f.backend + "' backend in this build");
+    throw_input_error("--backend", "unknown backend '" + f.backend + "' (known: ref)");
+  }
+  probes::quant_probe_options o;
+  const auto& s = formats::find_scheme(f.scheme, "--scheme");
+  o.scheme_name = std::string(s.name);
+  o.config = s.defaults;
+  if (!f.format.empty()) o.config.element = formats::parse_format(f.format, "--format");
+  if (!f.scale_format.empty())
+    o.config.scale_format = formats::parse_format(f.scale_format, "--scale-format");
+  if (f.axis >= 0) o.config.axis = f.axis;
+  if (f.group > 0) o.config.group = f.group;
+  if (!f.rule.empty()) o.config.rule = formats::parse_mx_rule(f.rule, "--rule");
+  if (f.rounding == "rne") o.config.round = formats::rounding::m_nearest_even;
+  else if (f.rounding == "rtz") o.config.round = formats::rounding::m_toward_zero;
+  else if (f.rounding == "stochastic") o.config.round = formats::rounding::m_stochastic;
+  else throw_input_error("--rounding", "expected rne, rtz or stochastic, got '" + f.rounding + "'");
+  if (f.overflow == "saturate") o.config.over = formats::overflow::m_saturate;
+  else if (f.overflow == "nan") o.config.over = formats::overflow::m_nan;
+  else if (f.overflow == "inf") o.config.over = formats::overflow::m_inf;
+  else throw_input_error("--overflow", "expected saturate, nan or inf, got '" + f.overflow + "'");
+  o.config.seed = f.seed;
+  o.seed = f.seed;
+  o.input = f.input;
+  o.dist = probes::parse_quant_dist(f.dist);
+  if (!f.shape.empty()) {
+    const auto sh = probes::parse_shape(f.shape);
+    o.rows = sh.rows;
+    o.cols = sh.cols;
+  } else if (f.input.empty()) {
+    o.rows = 1024;
+    o.cols = 4096;
+  }
+  for (const auto& b : f.bounds) o.bounds.push_back(parse_bound(b));
+  o.worst_count = f.worst;
+  // Config errors (formats, group, axis) surface before any input is generated or read.
+  formats::validate(o.config, 1, 1);
+  return o;
 }
+
+std::string pct(std::int64_t n, std::int64_t of) {
+  return fmt::format("{} ({:.4f}%)", n, of ? 100.0 * static_cast<double>(n) / static_cast<double>(of) : 0.0);
+}
+
+std::string rc(std::int64_t flat, std::int64_t cols) {
+  return fmt::format("({},{})", flat / cols, flat % cols);
+}
+
+void print_report(const probes::quant_report& r) {
+  const auto& m = r.metrics;
+  const auto& q = r.result;
+  const auto& c = q.config;
+  fmt::print("case      {}\n", r.case_id);
+  fmt::print("scheme    {} ({}): {} elements, {} scales, blocks {}x{}, grid {}x{}", r.options.scheme_name,
+             formats::name(c.kind), formats::name(c.element),
+             c.kind == formats::scheme_kind::m_none ? "no" : formats::name(c.scale_format),
+             q.grid.block_rows, q.grid.block_cols, q.grid.grid_rows, q.grid.grid_cols);
+  if (c.kind == formats::scheme_kind::m_nvfp4) fmt::print(", tensor scale {}", sci(q.tensor_scale));
+  if (c.kind == formats::scheme_kind::m_mx) fmt::print(", rule {}", formats::name(c.rule));
+  fmt::print("\n\n");
+  text_table t({"metric", "value"});
+  t.add({"sqnr_db", fixed3(m.sqnr_db)});
+  t.add({"rel_rms", sci(m.rel_rms)});
+  t.add({"max_abs", sci(m.max_abs)});
+  t.add({"max_rel", sci(m.max_rel)});
+  t.add({"flushed", pct(m.flushed, m.elements)});
+  t.add({"clipped", pct(m.clipped, m.elements)});
+  t.add({"scale_underflow", fmt::format("{} of {} blocks", m.scale_underflow_blocks, m.blocks)});
+  t.add({"outlier_blocks", fmt::format("{} of {} blocks, {} flushes inside", m.outlier_blocks,
+                                       m.blocks, m.outlier_flushed)});
+  t.add({"bits_per_element", fmt::format("{:.4f}", m.bits_per_element)});
+  t.print();
+  if (m.nan_inputs || m.inf_inputs || m.nonfinite_outputs)
+    fmt::print("NON-FINITE: {} NaN and {} Inf inputs (excluded from the error metrics); {} finite "
+               "inputs dequantized to NaN/Inf\n",
+               m.nan_inputs, m.inf_inputs, m.nonfinite_outputs);
+  if (!r.worst_blocks.empty()) {
+    fmt::print("\nworst outlier blocks\n");
+    text_table w({"block", "at", "amax", "set by", "scale", "flushed", "clipped"});
+    for (auto i : r.worst_blocks) {
+      const auto& b = q.blocks[static_cast<std::size_t>(i)];
+      w.add({std::to_string(i), rc(b.row0 * q.grid.cols + b.col0, q.grid.cols), sci(b.amax),
+             rc(b.argmax, q.grid.cols), sci(b.scale), std::to_string(b.flushed),
+             std::to_string(b.clipped)});
+    }
+    w.print();
+  }
+  if (r.worked.index >= 0) {
+    const auto& b = r.worked.stats;
+    fmt::print("\nworked block {} ({}): rows {}..{}, cols {}..{}; amax {} set by {}; scale {} "
+               "(stored code 0x{:X}{})\n",
+               r.worked.index, r.worst_blocks.empty() ? "largest error" : "worst outlier block",
+               b.row0, b.row0 + b.rows - 1, b.col0, b.col0 + b.cols - 1, sci(b.amax),
+               rc(b.argmax, q.grid.cols), fmt::format("{:.9g}", b.scale), b.scale_code,
+               c.kind == formats::scheme_kind::m_asym ? fmt::format(", zero point {}", b.zero_point)
+                                                      : "");
+    text_table w({"element", "input", "code", "dequant", "note"});
+    for (std::size_t i = 0; i < r.worked.flat.size(); ++i) {
+      const double x = r.worked.input[i], d = r.worked.dequant[i];
+      std::string note = r.worked.flat[i] == b.argmax ? "sets the scale" : "";
+      if (std::isfinite(x) && x != 0 && d == 0) note = "FLUSHED";
+      if (!std::isfinite(x)) note = "non-finite input";
+      w.add({rc(r.worked.flat[i], q.grid.cols), fmt::format("{:.6g}", x),
+             fmt::format("0x{:X}", r.worked.codes[i]), fmt::format("{:.6g}", d), note});
+    }
+    w.print();
+    if (r.worked.truncated) fmt::print("(first {} elements shown)\n", probes::k_worked_max);
+  }
+  for (const auto& b : r.breaches) fmt::print("FAIL {}  measured {}\n", b.bound, sci(b.measured));
+  fmt::print("time      {:.2f} s\n", r.seconds);
+}
+
+}  // namespace
+
+void setup_quant(CLI::App& app) {
+  auto f = std::make_shared<quant_flags>();
+  auto* sub = app.add_subcommand(
+      "quant", "quantize one tensor: error, flushes, clipping, outlier blocks, worked block");
+  sub->add_option("--format", f->format, "element format (default: the scheme's)");
+  sub->add_option("--scheme", f->scheme, "block-scaling scheme (numprobe formats lists them)")
+      ->capture_default_str();
+  sub->add_option("--input", f->input, "PATH[:TENSOR] of a .npy or .safetensors tensor");
+  sub->add_option("--shape", f->shape, "MxN (synthetic; with --input: a reshape); default 1024x4096");
+  sub->add_option("--dist", f->dist, "normal | laplace | llm | outliers")->capture_default_str();
+  sub->add_option("--axis", f->axis, "axis blocks run along: 0 rows, 1 cols (default 1)");
+  sub->add_option("--group", f->group, "group size G for group schemes");
+  sub->add_option("--scale-format", f->scale_format, "f32 | f16 | bf16 | e4m3fn | e8m0");
+  sub->add_option("--rule", f->rule, "MX scale rule: floor | ceil | rceil");
+  sub->add_option("--rounding", f->rounding, "rne | rtz | stochastic")->capture_default_str();
+  sub->add_option("--overflow", f->overflow, "saturate | nan | inf")->capture_default_str();
+  sub->add_option("--seed", f->seed, "input and stochastic-rounding seed")->capture_default_str();
+  sub->add_option("--json", f->json, "write JSON to PATH ('-' for stdout)");
+  sub->add_option("--dump", f->dump, "write codes.npy, scales.npy, dequant.npy into DIR");
+  sub->add_option("--bound", f->bounds, "gate, e.g. sqnr_db>=20 or outlier_blocks<=0 (repeatable)");
+  sub->add_option("--backend", f->backend, "implementation under test")->capture_default_str();
+  sub->add_option("--worst", f->worst, "how many worst blocks to list")->capture_default_str();
+  sub->callback([f] {
+    const auto o = make_options(*f);
+    const auto r = probes::run_quant(o);
+    if (f->json != "-") print_report(r);
+    if (!f->dump.empty()) probes::write_quant_dump(r, f->dump);
+    if (!f->json.empty()) {
+      auto doc = json_envelope("quant", o.seed);
+      doc["backend"] = {{"name", f->backend}};
+      doc["bounds"] = nlohmann::json::array();
+      for (const auto& b : o.bounds) doc["bounds"].push_back(b.text());
+      doc.update(probes::to_json(r));
+      doc["pass"] = r.breaches.empty();
+      write_json(f->json, doc);
+    }
+    exit_status() = r.breaches.empty() ? 0 : 1;
+  });
+}
+
 }  // namespace numprobe::cli

@@ -96,7 +96,10 @@ double round_minifloat(const format_info& f, double x, rounding r, overflow o,
                        std::uint64_t random_bits) {
   const bool neg = std::signbit(x);
   if (std::isnan(x)) {
-    if (f.nan == nan_style::m_none) return neg ? -0.0 : 0.0;  // as ml_dtypes (fp6, fp4)
+    // No NaN (fp6, fp4): a zero whose sign is the opposite of the NaN's, bit for bit what
+    // ml_dtypes 0.6 gives (+NaN -> 0x20 in e2m3). Either zero would do; matching keeps codes
+    // comparable with checkpoints written through ml_dtypes.
+    if (f.nan == nan_style::m_none) return neg ? 0.0 : -0.0;
     return f.nan == nan_style::m_fnuz ? k_nan : std::copysign(k_nan, x);
   }
   const double a = std::fabs(x);

@@ -28,6 +28,20 @@ double store_scale(format_id f, double s) {
   return round_to(f, s, rounding::m_nearest_even, overflow::m_saturate);
 }
 
+// Rounds to an integer by the rounding mode (ties to even for RNE).
+double round_integer_mode(double t, rounding r, std::uint64_t random_bits) {
+  if (!std::isfinite(t)) return t;
+  switch (r) {
+    case rounding::m_toward_zero: return std::trunc(t);
+    case rounding::m_stochastic: {
+      const double fl = std::floor(t);
+      const double u = static_cast<double>(random_bits >> 11) * 0x1.0p-53;
+      return u < t - fl ? fl + 1.0 : fl;
+    }
+    default: return std::nearbyint(t);
+  }
+}
+
 struct block_view {
   const scheme_config& c;
   std::span<const double> x;
@@ -185,8 +199,10 @@ void quantize_asym(const block_view& v, quant_result& out) {
     const std::uint64_t bits = v.c.round == rounding::m_stochastic
                                    ? counter_hash(v.c.seed, k_stochastic_stream, i)
                                    : 0;
-    // round(v / s) + z: z is an integer, so rounding t rounds v / s (ties included).
-    const std::uint32_t q = encode(v.c.element, t, v.c.round, overflow::m_saturate, bits);
+    // AWQ rounds v / s first and then adds z: with an odd z, rounding v / s + z instead would
+    // send ties the other way.
+    const double r = round_integer_mode(s == 0.0 ? 0.0 : a / s, v.c.round, bits);
+    const auto q = static_cast<std::uint32_t>(std::clamp(r + z, 0.0, qmax));
     out.codes[i] = q;
     const double dq = (static_cast<double>(q) - z) * s;
     out.dequant[i] = dq;

@@ -52,7 +52,7 @@ attention_errors compare_attention(const attention_output& cand, const attention
         es += diff * diff;
         rh.max_abs = std::max(rh.max_abs, diff);
         e.max_rel = std::max(e.max_rel, diff / std::max(std::fabs(r), e.rel_floor));
-        e.max_ulp = std::max(e.max_ulp, diff / ulp_at(out_dtype, r));
+        e.max_ulp = std::max(e.max_ulp, diff / ulp_at(out_dtype, std::max(std::fabs(r), e.rel_floor)));
       }
       rh.rel_rms = bad ? inf : (rs > 0 ? std::sqrt(es / rs) : std::sqrt(es));
       if (bad) rh.max_abs = inf;

@@ -124,15 +124,17 @@ TEST(scheme_mx, e4m3_elements_clip_above_448_times_2x) {
   for (std::size_t i = 0; i < 64; ++i)
     x[i] = 1.0 + std::floor(numprobe::uniform_open01(3, 0, i) * 100);  // integers 1..100: exact
   x[5] = 500;
-  x[40] = -0.75;  // block 2: amax = 100 at most; here just an exact value
+  x[33] = 100;    // block 1's amax: X = floor(log2 100) - 8 = -2, 100 / 2^-2 = 400 <= 448
+  x[40] = -0.75;  // -0.75 / 2^-2 = -3: exact in e4m3
   const auto q = nf::quantize(mx(nf::format_id::m_e4m3fn), x, 1, 64);
   EXPECT_EQ(q.blocks[0].scale, 1.0);
   EXPECT_EQ(q.dequant[5], 448.0);
   EXPECT_EQ(q.codes[5], 0x7Eu);
   EXPECT_EQ(q.blocks[0].clipped, 1);
-  // Block 1: amax <= 100 < 256 -> X = 6 - 8 = -2 at most; integers <= 100 with scale <= 1/4
-  // need at most 9 significant bits... so check only the one exact value: -0.75 / 2^X is
-  // exact in e4m3 for X in [-2, -8] (3 mantissa bits suffice for 0.11b).
+  EXPECT_EQ(q.blocks[1].scale, 0.25);
+  // 400 = 1.1001b x 2^8 needs 4 mantissa bits; the e4m3 step there is 32, and 400 is the tie
+  // of 384 (mantissa 100b, even) and 416 (101b): RNE gives 384, dequant 384 / 4 = 96.
+  EXPECT_EQ(q.dequant[33], 96.0);
   EXPECT_EQ(q.dequant[40], -0.75);
   EXPECT_EQ(q.blocks[1].clipped, 0);
 }

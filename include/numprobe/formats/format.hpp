@@ -93,11 +93,13 @@ struct format_info {
 //   Under toward-zero, the inf policy gives +-max for finite inputs (IEEE roundTowardZero).
 // - NaN input: formats with NaN give their NaN, keeping the sign where the format has one
 //   (e4m3fn 0x7F/0xFF, e5m2 0x7E/0xFE, bf16 0x7FC0/0xFFC0; fnuz 0x80; e8m0 0xFF). Formats
-//   without NaN (fp6, fp4) give a zero of the NaN's sign, as ml_dtypes does; integers give 0.
-//   Callers that must not hide NaN count NaN inputs before encoding.
+//   without NaN (fp6, fp4) give a zero of the *opposite* sign (+NaN -> -0), bit for bit as
+//   ml_dtypes does; integers give 0. Callers that must not hide NaN count NaN inputs first.
 // - fnuz formats have no -0: -0 and negative values that round to zero give +0 (0x00).
 // - e8m0 is unsigned with no zero: NaN, zero and every negative input give NaN (0xFF), as in
 //   ml_dtypes; positive values below 2^-127 give 2^-127 (0x00) under every rounding mode.
+//   (ml_dtypes rounds float32 inputs in (2^-127, 2^-126), which are fp32 subnormals, up to
+//   2^-126 even when much nearer 2^-127; we round them to nearest.)
 // - Integers round then saturate to [lowest, max] whatever the overflow policy (the
 //   quantization convention clamp(round(x))); ml_dtypes' int4 cast truncates and wraps, so
 //   integers are checked against numpy's clip(rint(x)) instead.

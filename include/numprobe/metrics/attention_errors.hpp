@@ -28,7 +28,8 @@ struct attention_errors {
   double rel_floor = 0.0;         // 1e-3 x RMS(reference): keeps near-zero elements from
                                   // turning rounding noise into huge relative errors
   double rel_rms = 0.0;           // sqrt(sum |o - r|^2 / sum |r|^2) over all elements
-  double max_ulp = 0.0;           // max |o - r| in units of the output dtype's ulp at r
+  double max_ulp = 0.0;           // max |o - r| in units of the output dtype's ulp at
+                                  // max(|r|, rel_floor)
   double lse_max_abs = 0.0;       // max |lse - lse_ref|
   std::int64_t lse_mismatch_inf = 0;  // one side -inf and the other not
   std::vector<row_head_error> per_row;  // one per (row, head), in output order

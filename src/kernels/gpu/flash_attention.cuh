@@ -142,13 +142,13 @@ __global__ void __launch_bounds__(WARPS * platform::warp_size, 1)
   if (tile_begin < tile_end) {
     const std::int64_t k0 = tile_begin * BK;
     load_tile<T, BK, D, THREADS>(sk, kg + k0 * kv_stride, kv_stride,
-                                 static_cast<int>(min<std::int64_t>(BK, p.n_k - k0)), tid);
+                                 static_cast<int>(min(static_cast<std::int64_t>(BK), p.n_k - k0)), tid);
   }
   platform::copy_commit();
 
   for (std::int64_t j = tile_begin; j < tile_end; ++j) {
     const std::int64_t k0 = j * BK;
-    const int k_valid = static_cast<int>(min<std::int64_t>(BK, p.n_k - k0));
+    const int k_valid = static_cast<int>(min(static_cast<std::int64_t>(BK), p.n_k - k0));
     load_tile<T, BK, D, THREADS>(sv, vg + k0 * kv_stride, kv_stride, k_valid, tid);
     platform::copy_commit();
     platform::copy_wait<1>();  // Q (first pass) and K_j have landed; V_j may be in flight
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(WARPS * platform::warp_size, 1)
     if (j + 1 < tile_end) {
       const std::int64_t k1 = k0 + BK;
       load_tile<T, BK, D, THREADS>(sk, kg + k1 * kv_stride, kv_stride,
-                                   static_cast<int>(min<std::int64_t>(BK, p.n_k - k1)), tid);
+                                   static_cast<int>(min(static_cast<std::int64_t>(BK), p.n_k - k1)), tid);
     }
     platform::copy_commit();
 
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(BQ) flash_forward_scalar(const flash_params<T>
 
   for (std::int64_t j = tile_begin; j < tile_end; ++j) {
     const std::int64_t k0 = j * BK;
-    const int k_valid = static_cast<int>(min<std::int64_t>(BK, p.n_k - k0));
+    const int k_valid = static_cast<int>(min(static_cast<std::int64_t>(BK), p.n_k - k0));
     __syncthreads();
     load_tile<T, BK, D, BQ>(sk, kg + k0 * kv_stride, kv_stride, k_valid, tid);
     load_tile<T, BK, D, BQ>(sv, vg + k0 * kv_stride, kv_stride, k_valid, tid);

@@ -69,6 +69,8 @@ __device__ __forceinline__ void mma_16816(float (&)[4], const uint32_t (&)[4], u
 inline constexpr auto memcpy_h2d = hipMemcpyHostToDevice;
 inline constexpr auto memcpy_d2h = hipMemcpyDeviceToHost;
 inline constexpr auto func_attr_max_dynamic_smem = hipFuncAttributeMaxDynamicSharedMemorySize;
+inline constexpr auto attr_clock_rate = hipDeviceAttributeClockRate;
+#define NUMPROBE_GPU_BACKEND_API_NAME hip_api
 inline std::string arch_name(const device_prop_t& p) {
   std::string a = p.gcnArchName;
   return a.substr(0, a.find(':'));  // "gfx90a:sramecc+:xnack-" -> "gfx90a"
@@ -117,6 +119,8 @@ __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group 
 inline constexpr auto memcpy_h2d = cudaMemcpyHostToDevice;
 inline constexpr auto memcpy_d2h = cudaMemcpyDeviceToHost;
 inline constexpr auto func_attr_max_dynamic_smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
+inline constexpr auto attr_clock_rate = cudaDevAttrClockRate;
+#define NUMPROBE_GPU_BACKEND_API_NAME cuda_api
 inline std::string arch_name(const device_prop_t& p) {
   return "sm_" + std::to_string(p.major) + std::to_string(p.minor);
 }

@@ -1,0 +1,93 @@
+// The quant probe's machine output. Numbers go in as doubles; the CLI's writer prints them with
+// full precision. Non-finite values have no JSON number, so they are written as strings.
+#include <cmath>
+
+#include "probes/quant_probe.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+nlohmann::json num(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+nlohmann::json block_json(const formats::quant_result& q, std::int64_t index) {
+  const auto& b = q.blocks[static_cast<std::size_t>(index)];
+  nlohmann::json j = {{"index", index},
+                      {"row0", b.row0},
+                      {"col0", b.col0},
+                      {"rows", b.rows},
+                      {"cols", b.cols},
+                      {"amax", num(b.amax)},
+                      {"argmax", b.argmax},
+                      {"scale", num(b.scale)},
+                      {"scale_code", b.scale_code},
+                      {"flushed", b.flushed},
+                      {"clipped", b.clipped},
+                      {"nonfinite", b.nonfinite},
+                      {"scale_underflow", b.scale_underflow}};
+  if (q.config.kind == formats::scheme_kind::m_asym) j["zero_point"] = b.zero_point;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const quant_report& r) {
+  const auto& m = r.metrics;
+  const auto& c = r.result.config;
+  nlohmann::json j;
+  j["case"] = r.case_id;
+  j["input"] = r.options.input.empty() ? nlohmann::json(std::string(name(r.options.dist)))
+                                       : nlohmann::json(r.options.input);
+  j["shape"] = r.input_shape;
+  j["format"] = formats::name(c.element);
+  j["scheme"] = {{"name", r.options.scheme_name},
+                 {"kind", formats::name(c.kind)},
+                 {"scale_format", formats::name(c.scale_format)},
+                 {"block", {r.result.grid.block_rows, r.result.grid.block_cols}},
+                 {"grid", {r.result.grid.grid_rows, r.result.grid.grid_cols}},
+                 {"axis", c.axis},
+                 {"rule", formats::name(c.rule)},
+                 {"rounding", c.round == formats::rounding::m_nearest_even ? "rne"
+                              : c.round == formats::rounding::m_toward_zero ? "rtz"
+                                                                            : "stochastic"},
+                 {"overflow", c.over == formats::overflow::m_saturate ? "saturate"
+                              : c.over == formats::overflow::m_nan   ? "nan"
+                                                                     : "inf"}};
+  if (c.kind == formats::scheme_kind::m_nvfp4) j["tensor_scale"] = num(r.result.tensor_scale);
+  j["elements"] = m.elements;
+  j["sqnr_db"] = num(m.sqnr_db);
+  j["rel_rms"] = num(m.rel_rms);
+  j["max_abs"] = num(m.max_abs);
+  j["max_rel"] = num(m.max_rel);
+  j["flushed"] = m.flushed;
+  j["clipped"] = m.clipped;
+  j["scale_underflow"] = m.scale_underflow_blocks;
+  j["nan_inputs"] = m.nan_inputs;
+  j["inf_inputs"] = m.inf_inputs;
+  j["nonfinite_outputs"] = m.nonfinite_outputs;
+  j["blocks"] = m.blocks;
+  j["outlier_blocks"] = m.outlier_blocks;
+  j["outlier_flushed"] = m.outlier_flushed;
+  j["bits_per_element"] = m.bits_per_element;
+  j["worst_blocks"] = nlohmann::json::array();
+  for (auto b : r.worst_blocks) j["worst_blocks"].push_back(block_json(r.result, b));
+  if (r.worked.index >= 0) {
+    auto w = block_json(r.result, r.worked.index);
+    w["elements"] = r.worked.flat;
+    w["input"] = nlohmann::json::array();
+    w["dequant"] = nlohmann::json::array();
+    for (double v : r.worked.input) w["input"].push_back(num(v));
+    for (double v : r.worked.dequant) w["dequant"].push_back(num(v));
+    w["codes"] = r.worked.codes;
+    w["truncated"] = r.worked.truncated;
+    j["worked_block"] = w;
+  }
+  j["breaches"] = nlohmann::json::array();
+  for (const auto& b : r.breaches) j["breaches"].push_back({{"bound", b.bound}, {"measured", num(b.measured)}});
+  j["seconds"] = r.seconds;
+  return j;
+}
+
+}  // namespace numprobe::probes

@@ -1,0 +1,208 @@
+#include "probes/quant_probe.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "numprobe/core/error.hpp"
+#include "numprobe/io/load_tensor.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+using formats::scheme_kind;
+
+std::string case_id(const quant_probe_options& o, std::int64_t rows, std::int64_t cols) {
+  const auto& c = o.config;
+  std::string id = "quant(";
+  if (!o.input.empty()) id += "input=" + o.input + ",";
+  id += fmt::format("M={},N={},fmt={},scheme={}", rows, cols, formats::name(c.element),
+                    o.scheme_name);
+  // Only settings that differ from the scheme's defaults, so the id stays short and canonical.
+  const auto& d = formats::find_scheme(o.scheme_name).defaults;
+  if (c.scale_format != d.scale_format) id += fmt::format(",scale={}", formats::name(c.scale_format));
+  if (c.axis != d.axis) id += fmt::format(",axis={}", c.axis);
+  if (c.group != d.group) id += fmt::format(",G={}", c.group);
+  if (c.rule != d.rule) id += fmt::format(",rule={}", formats::name(c.rule));
+  if (c.round != d.round)
+    id += c.round == formats::rounding::m_toward_zero ? ",round=rtz" : ",round=stochastic";
+  if (c.over != d.over)
+    id += c.over == formats::overflow::m_nan ? ",overflow=nan" : ",overflow=inf";
+  if (o.input.empty()) id += fmt::format(",dist={}", name(o.dist));
+  id += fmt::format(",seed={})", o.seed);
+  return id;
+}
+
+// An outlier block: a scaled block whose scale was set by one element (its amax) and which
+// flushed at least one non-zero neighbour to zero. Blocks whose scale itself underflowed are
+// counted apart (scale_underflow): their flushes are not the outlier's doing.
+bool is_outlier_block(const formats::quant_result& q, const formats::block_stats& b) {
+  return q.config.kind != scheme_kind::m_none && !b.scale_underflow && b.argmax >= 0 &&
+         b.flushed > 0 && b.rows * b.cols > 1;
+}
+
+quant_metrics measure(const formats::quant_result& q, std::span<const double> x) {
+  quant_metrics m;
+  m.elements = static_cast<std::int64_t>(x.size());
+  double sx = 0, se = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) continue;
+    const double e = std::fabs(q.dequant[i] - x[i]);
+    if (!std::isfinite(q.dequant[i])) {
+      ++m.nonfinite_outputs;  // an overflow policy of nan/inf: an infinite error, not skipped
+      se = std::numeric_limits<double>::infinity();
+      m.max_abs = m.max_rel = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    sx += x[i] * x[i];
+    se += e * e;
+    m.max_abs = std::max(m.max_abs, e);
+    if (x[i] != 0.0) m.max_rel = std::max(m.max_rel, e / std::fabs(x[i]));
+  }
+  m.rel_rms = sx > 0 ? std::sqrt(se / sx) : (se > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+  m.sqnr_db = se > 0 ? 10.0 * std::log10(sx / se) : std::numeric_limits<double>::infinity();
+  m.flushed = q.flushed;
+  m.clipped = q.clipped;
+  m.scale_underflow_blocks = q.scale_underflow_blocks;
+  m.nan_inputs = q.nan_inputs;
+  m.inf_inputs = q.inf_inputs;
+  m.blocks = static_cast<std::int64_t>(q.blocks.size());
+  for (const auto& b : q.blocks)
+    if (is_outlier_block(q, b)) {
+      ++m.outlier_blocks;
+      m.outlier_flushed += b.flushed;
+    }
+  m.bits_per_element = formats::bits_per_element(q.config, q.grid.rows, q.grid.cols);
+  return m;
+}
+
+worked_block work(const formats::quant_result& q, std::span<const double> x, std::int64_t idx) {
+  worked_block w;
+  w.index = idx;
+  w.stats = q.blocks[static_cast<std::size_t>(idx)];
+  const auto& b = w.stats;
+  for (std::int64_t r = b.row0; r < b.row0 + b.rows; ++r)
+    for (std::int64_t c = b.col0; c < b.col0 + b.cols; ++c) {
+      if (w.flat.size() == k_worked_max) {
+        w.truncated = true;
+        break;
+      }
+      const std::int64_t i = r * q.grid.cols + c;
+      w.flat.push_back(i);
+      w.input.push_back(x[i]);
+      w.codes.push_back(q.codes[i]);
+      w.dequant.push_back(q.dequant[i]);
+    }
+  // A truncated view still shows the element that set the scale.
+  if (w.truncated && b.argmax >= 0 &&
+      std::find(w.flat.begin(), w.flat.end(), b.argmax) == w.flat.end()) {
+    w.flat.back() = b.argmax;
+    w.input.back() = x[b.argmax];
+    w.codes.back() = q.codes[b.argmax];
+    w.dequant.back() = q.dequant[b.argmax];
+  }
+  return w;
+}
+
+void load_input(const quant_probe_options& o, quant_report& r, std::int64_t& rows,
+                std::int64_t& cols) {
+  if (o.input.empty()) {
+    if (o.rows <= 0 || o.cols <= 0) throw_input_error("--shape", "give --shape MxN or --input");
+    rows = o.rows;
+    cols = o.cols;
+    r.input = make_quant_input(o.dist, o.seed, rows, cols);
+    r.input_shape = {static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols)};
+    return;
+  }
+  const auto t = io::load_tensor(o.input);
+  r.input_shape = t.shape;
+  const auto n = static_cast<std::int64_t>(t.element_count());
+  if (n == 0) throw_input_error(o.input, "the tensor is empty");
+  // Leading dimensions flatten into rows; the last dimension is the reduction axis.
+  cols = t.shape.empty() ? 1 : static_cast<std::int64_t>(t.shape.back());
+  rows = n / cols;
+  if (o.rows > 0) {
+    if (o.rows * o.cols != n)
+      throw_input_error("--shape", fmt::format("{}x{} does not match {} ({} elements)", o.rows,
+                                               o.cols, t.place(), n));
+    rows = o.rows;
+    cols = o.cols;
+  }
+  r.input = t.to_doubles();
+}
+
+}  // namespace
+
+double quant_metric(const quant_metrics& m, const std::string& name) {
+  const double n = static_cast<double>(std::max<std::int64_t>(m.elements, 1));
+  if (name == "sqnr_db") return m.sqnr_db;
+  if (name == "rel_rms") return m.rel_rms;
+  if (name == "max_abs") return m.max_abs;
+  if (name == "max_rel") return m.max_rel;
+  if (name == "flushed") return static_cast<double>(m.flushed);
+  if (name == "flushed_frac") return static_cast<double>(m.flushed) / n;
+  if (name == "clipped") return static_cast<double>(m.clipped);
+  if (name == "clipped_frac") return static_cast<double>(m.clipped) / n;
+  if (name == "scale_underflow") return static_cast<double>(m.scale_underflow_blocks);
+  if (name == "outlier_blocks") return static_cast<double>(m.outlier_blocks);
+  if (name == "outlier_flushed") return static_cast<double>(m.outlier_flushed);
+  if (name == "nonfinite") return static_cast<double>(m.nan_inputs + m.inf_inputs + m.nonfinite_outputs);
+  if (name == "bits_per_element") return m.bits_per_element;
+  throw_input_error("--bound", "unknown quant metric '" + name +
+                                   "' (known: sqnr_db, rel_rms, max_abs, max_rel, flushed, "
+                                   "flushed_frac, clipped, clipped_frac, scale_underflow, "
+                                   "outlier_blocks, outlier_flushed, nonfinite, bits_per_element)");
+}
+
+quant_report run_quant(const quant_probe_options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  quant_report r;
+  r.options = o;
+  for (const auto& b : o.bounds) (void)quant_metric(quant_metrics{}, b.metric);  // names first
+  std::int64_t rows = 0, cols = 0;
+  load_input(o, r, rows, cols);
+  r.case_id = case_id(o, rows, cols);
+  r.result = formats::quantize(o.config, r.input, rows, cols);
+  r.metrics = measure(r.result, r.input);
+
+  // Worst blocks: outlier blocks by flushes, then by amax (the larger outlier first).
+  const auto& blocks = r.result.blocks;
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    if (is_outlier_block(r.result, blocks[i])) r.worst_blocks.push_back(static_cast<std::int64_t>(i));
+  const auto by_harm = [&](std::int64_t a, std::int64_t b) {
+    const auto &x = blocks[a], &y = blocks[b];
+    return x.flushed != y.flushed ? x.flushed > y.flushed : x.amax > y.amax;
+  };
+  const std::size_t keep = std::min(o.worst_count, r.worst_blocks.size());
+  std::partial_sort(r.worst_blocks.begin(), r.worst_blocks.begin() + keep, r.worst_blocks.end(),
+                    by_harm);
+  r.worst_blocks.resize(keep);
+  std::int64_t shown = r.worst_blocks.empty() ? -1 : r.worst_blocks.front();
+  if (shown < 0 && !blocks.empty()) {
+    // No outlier block: show the block holding the largest absolute error instead.
+    std::size_t imax = 0;
+    double emax = -1;
+    for (std::size_t i = 0; i < r.input.size(); ++i) {
+      const double e = std::fabs(r.result.dequant[i] - r.input[i]);
+      if (std::isfinite(r.input[i]) && !(e <= emax)) {
+        emax = e;
+        imax = i;
+      }
+    }
+    const auto& g = r.result.grid;
+    const auto row = static_cast<std::int64_t>(imax) / cols, col = static_cast<std::int64_t>(imax) % cols;
+    shown = (row / g.block_rows) * g.grid_cols + col / g.block_cols;
+  }
+  if (shown >= 0) r.worked = work(r.result, r.input, shown);
+
+  for (const auto& b : o.bounds) {
+    const double v = quant_metric(r.metrics, b.metric);
+    if (!b.holds(v)) r.breaches.push_back({b.text(), v});
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace numprobe::probes

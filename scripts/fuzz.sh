@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets for the tensor-file parsers with clang and runs each one.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET=60] [BUILD_DIR=build-fuzz]
+# Self-contained: compiles the io and formats sources straight into each target (so the
+# parsers themselves carry coverage and ASan instrumentation), using headers from include/.
+# Exits non-zero when a target finds a crash, leak or sanitizer report; the reproducer is
+# left in BUILD_DIR (replay it with fuzz_driver FILE or the target itself).
+set -euo pipefail
+
+seconds="${1:-60}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${2:-$root/build-fuzz}"
+
+cxx="${CXX_FUZZ:-}"
+if [[ -z "$cxx" ]]; then
+  for c in clang++ clang++-18 clang++-17 clang++-16 clang++-15 clang++-14; do
+    if command -v "$c" >/dev/null 2>&1; then cxx="$c"; break; fi
+  done
+fi
+if [[ -z "$cxx" ]]; then
+  echo "fuzz.sh: no clang++ found (set CXX_FUZZ)" >&2
+  exit 2
+fi
+
+mkdir -p "$out"
+flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=undefined -I"$root/include" -I"$root")
+# The io layer and the formats layer it decodes with; formats needs nothing else.
+sources=("$root"/src/io/*.cpp "$root"/src/formats/*.cpp)
+
+# le BYTES VALUE: VALUE as BYTES little-endian bytes, printf-escaped.
+le() { local n="$1" v="$2" i; for ((i = 0; i < n; i++)); do printf '\\x%02x' $(((v >> (8 * i)) & 255)); done; }
+
+# Seed corpora: a few valid files, so the fuzzer starts past the magic and the length field.
+seed_npy() {  # seed_npy NAME DICT DATA_BYTES(printf-escaped)
+  local h="$2" dir="$out/corpus_fuzz_npy"
+  mkdir -p "$dir"
+  printf "\\x93NUMPY\\x01\\x00$(le 2 ${#h})%s$3" "$h" > "$dir/$1"
+}
+seed_st() {  # seed_st NAME JSON DATA_BYTES(printf-escaped)
+  local h="$2" dir="$out/corpus_fuzz_safetensors"
+  mkdir -p "$dir"
+  printf "$(le 8 ${#h})%s$3" "$h" > "$dir/$1"
+}
+seed_npy f4 "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }" '\x00\x00\xc0\x3f\x00\x00\x80\xbf'
+seed_npy bf16 "{'descr': '<V2', 'fortran_order': False, 'shape': (1, 2), }" '\x80\x3f\x00\xc0'
+seed_npy u1 "{'descr': '|u1', 'fortran_order': False, 'shape': (), }" '\x07'
+seed_st f32 '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' '\x00\x00\xc0\x3f\x00\x00\x80\xbf'
+seed_st mixed '{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"q":{"dtype":"F4","shape":[4],"data_offsets":[4,6]},"s":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[6,9]}}' '\x80\x3f\x00\xc0\x21\x43\x01\x02\x03'
+
+status=0
+for target in fuzz_npy fuzz_safetensors; do
+  echo "== building $target with $cxx"
+  "$cxx" "${flags[@]}" "$root/tests/fuzz/$target.cpp" "${sources[@]}" -o "$out/$target"
+  corpus="$out/corpus_$target"
+  mkdir -p "$corpus"
+  echo "== running $target for ${seconds}s"
+  # -rss_limit_mb bounds memory: a parser that allocates from an unchecked size fails here.
+  if ! (cd "$out" && "./$target" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
+         -max_len=65536 -timeout=10 -print_final_stats=1); then
+    echo "fuzz.sh: $target found a failure (reproducer in $out)" >&2
+    status=1
+  fi
+done
+exit "$status"

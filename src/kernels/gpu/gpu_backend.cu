@@ -1,0 +1,259 @@
+// The host side of the GPU kernels: devices, buffers, transfers, and the backend_api table
+// (cuda_api() when compiled by nvcc, hip_api() when compiled by hipcc).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "numprobe/core/error.hpp"
+#include "src/kernels/gpu/flash_attention_dispatch.cuh"
+#include "src/kernels/gpu/gpu_api.hpp"
+#include "src/kernels/gpu/gpu_check.cuh"
+
+#ifndef NUMPROBE_GPU_TARGETS
+#define NUMPROBE_GPU_TARGETS "unknown"
+#endif
+
+namespace numprobe::gpu {
+
+extern template void dispatch_flash<platform::bf16>(const flash_params<platform::bf16>&, int,
+                                                    std::uint32_t, attention_path,
+                                                    platform::stream_t);
+extern template void dispatch_flash<platform::fp16>(const flash_params<platform::fp16>&, int,
+                                                    std::uint32_t, attention_path,
+                                                    platform::stream_t);
+
+namespace {
+
+// Device memory owned for one call; freed on every exit path (errors included).
+class device_buffer {
+ public:
+  device_buffer() = default;
+  explicit device_buffer(std::size_t bytes, const char* what) : m_bytes(bytes) {
+    if (bytes == 0) return;
+    const auto e = NUMPROBE_GPU_API(Malloc)(&m_ptr, bytes);
+    if (e != platform::success) {
+      m_ptr = nullptr;
+      throw_backend_error(platform::vendor, std::string(platform::vendor) + "Malloc(" + what + ", " +
+                                                std::to_string(bytes) + " bytes) failed: " +
+                                                platform::error_string(e));
+    }
+  }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  ~device_buffer() {
+    if (m_ptr) (void)NUMPROBE_GPU_API(Free)(m_ptr);
+  }
+  template <class U>
+  [[nodiscard]] U* as() const { return static_cast<U*>(m_ptr); }
+  [[nodiscard]] std::size_t bytes() const { return m_bytes; }
+
+ private:
+  void* m_ptr = nullptr;
+  std::size_t m_bytes = 0;
+};
+
+class device_event {
+ public:
+  device_event() { NUMPROBE_GPU_CHECK(EventCreate, &m_event); }
+  device_event(const device_event&) = delete;
+  device_event& operator=(const device_event&) = delete;
+  ~device_event() { (void)NUMPROBE_GPU_API(EventDestroy)(m_event); }
+  [[nodiscard]] platform::event_t get() const { return m_event; }
+
+ private:
+  platform::event_t m_event{};
+};
+
+template <class T>
+__global__ void convert_from_float(const float* __restrict__ in, T* __restrict__ out, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    out[i] = platform::from_float<T>(in[i]);
+}
+
+// Gathers the requested rows of O (widened to float) and LSE.
+template <class T>
+__global__ void gather_rows(const T* __restrict__ o, const float* __restrict__ lse,
+                            const std::int64_t* __restrict__ rows, std::int64_t n_rows, int hd,
+                            int hq, float* __restrict__ o_out, float* __restrict__ lse_out) {
+  const std::int64_t i = blockIdx.x;
+  if (i >= n_rows) return;
+  const std::int64_t r = rows[i];
+  for (int e = threadIdx.x; e < hd; e += blockDim.x)
+    o_out[i * hd + e] = platform::to_float(o[r * hd + e]);
+  for (int e = threadIdx.x; e < hq; e += blockDim.x) lse_out[i * hq + e] = lse[r * hq + e];
+}
+
+int device_count_impl() {
+  int n = 0;
+  if (NUMPROBE_GPU_API(GetDeviceCount)(&n) != platform::success) {
+    (void)NUMPROBE_GPU_API(GetLastError)();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+std::string no_device_reason_impl() {
+  int n = 0;
+  const auto e = NUMPROBE_GPU_API(GetDeviceCount)(&n);
+  if (e != platform::success) {
+    (void)NUMPROBE_GPU_API(GetLastError)();
+    return std::string(platform::vendor) + "GetDeviceCount: " + platform::error_string(e);
+  }
+  return n == 0 ? std::string(platform::vendor) + "GetDeviceCount: 0 devices" : std::string();
+}
+
+void require_device(int ordinal) {
+  const int n = device_count_impl();
+  if (n == 0) {
+    throw_backend_error(platform::vendor, std::string("no ") +
+                                              (platform::has_mma_sync ? "CUDA" : "HIP") +
+                                              " device (" + no_device_reason_impl() + ")");
+  }
+  if (ordinal < 0 || ordinal >= n) {
+    throw_backend_error(platform::vendor, "device " + std::to_string(ordinal) + " does not exist (" +
+                                              std::to_string(n) + " visible)");
+  }
+  NUMPROBE_GPU_CHECK(SetDevice, ordinal);
+}
+
+device_facts device_info_impl(int ordinal) {
+  require_device(ordinal);
+  platform::device_prop_t prop{};
+  NUMPROBE_GPU_CHECK(GetDeviceProperties, &prop, ordinal);
+  device_facts f;
+  f.ordinal = ordinal;
+  f.name = prop.name;
+  f.arch = platform::arch_name(prop);
+  f.warp_width = prop.warpSize;
+  f.multiprocessors = prop.multiProcessorCount;
+  f.memory_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
+  f.l2_bytes = prop.l2CacheSize;
+  f.shared_per_block_optin = platform::shared_per_block_optin(prop);
+  NUMPROBE_GPU_CHECK(DeviceGetAttribute, &f.clock_khz, platform::attr_clock_rate, ordinal);
+  NUMPROBE_GPU_CHECK(DriverGetVersion, &f.driver_version);
+  NUMPROBE_GPU_CHECK(RuntimeGetVersion, &f.runtime_version);
+  return f;
+}
+
+kernel_facts kernel_facts_impl(attention_path path, std::int64_t /*head_dim*/) {
+  kernel_facts k;
+  if (path == attention_path::m_mma && platform::has_mma_sync) {
+    k.tile_q = k_mma_tile_q;
+    k.tile_k = k_mma_tile_k;
+    k.warps = k_mma_warps;
+    k.mma_impl = platform::mma_impl;
+  } else {
+    k.tile_q = k_scalar_tile_q;
+    k.tile_k = k_scalar_tile_k;
+    k.warps = std::max(1, k_scalar_tile_q / platform::warp_size);
+    k.mma_impl = "none: scalar fp32 FMA dot products, P rounded to the input dtype";
+  }
+  k.exp_impl = platform::exp_impl;
+  k.tanh_impl = platform::tanh_impl;
+  k.compiled_for = NUMPROBE_GPU_TARGETS;
+  return k;
+}
+
+template <class T>
+attention_result forward_typed(const attention_request& r) {
+  const std::int64_t nq = r.batch * r.t * r.hq * r.d;
+  const std::int64_t nkv = r.batch * r.s * r.hkv * r.d;
+  const std::int64_t n_lse = r.batch * r.t * r.hq;
+  device_buffer staging(static_cast<std::size_t>(std::max(nq, nkv)) * sizeof(float), "staging");
+  device_buffer q(nq * sizeof(T), "q"), k(nkv * sizeof(T), "k"), v(nkv * sizeof(T), "v");
+  device_buffer o(nq * sizeof(T), "o"), lse(n_lse * sizeof(float), "lse");
+  device_buffer rows(r.n_rows * sizeof(std::int64_t), "rows");
+  device_buffer o_rows(r.n_rows * r.hq * r.d * sizeof(float), "o_rows");
+  device_buffer lse_rows(r.n_rows * r.hq * sizeof(float), "lse_rows");
+
+  const auto upload = [&](const float* host, const device_buffer& dst, std::int64_t n) {
+    NUMPROBE_GPU_CHECK(Memcpy, staging.as<float>(), host, n * sizeof(float), platform::memcpy_h2d);
+    const int blocks = static_cast<int>(std::min<std::int64_t>((n + 255) / 256, 65536));
+    convert_from_float<T><<<blocks, 256>>>(staging.as<float>(), dst.as<T>(), n);
+    check_launch("convert_from_float");
+  };
+  upload(r.q, q, nq);
+  upload(r.k, k, nkv);
+  upload(r.v, v, nkv);
+  // Poison the outputs: 0xFF bytes are NaN in bf16, fp16 and fp32, so any element the kernel
+  // fails to write reads back as NaN (NUMERICS.md, test design rule 2).
+  NUMPROBE_GPU_CHECK(Memset, o.as<void>(), 0xFF, o.bytes());
+  NUMPROBE_GPU_CHECK(Memset, lse.as<void>(), 0xFF, lse.bytes());
+  NUMPROBE_GPU_CHECK(Memcpy, rows.as<std::int64_t>(), r.rows, r.n_rows * sizeof(std::int64_t),
+                     platform::memcpy_h2d);
+
+  flash_params<T> p{};
+  p.q = q.as<T>();
+  p.k = k.as<T>();
+  p.v = v.as<T>();
+  p.o = o.as<T>();
+  p.lse = lse.as<float>();
+  p.n_q = r.t;
+  p.n_k = r.s;
+  p.hq = static_cast<int>(r.hq);
+  p.hkv = static_cast<int>(r.hkv);
+  p.group = static_cast<int>(r.hq / r.hkv);
+  p.scale = r.scale;
+  p.scale_log2 = r.scale * k_log2e;
+  p.softcap = r.softcap;
+  p.mask = r.mask;
+  p.window = r.window;
+  p.batch = static_cast<int>(r.batch);
+  const int tq = (r.path == attention_path::m_mma && platform::has_mma_sync) ? k_mma_tile_q
+                                                                             : k_scalar_tile_q;
+  p.n_qtiles = static_cast<int>((r.t + tq - 1) / tq);
+
+  device_event start, stop;
+  NUMPROBE_GPU_CHECK(EventRecord, start.get(), nullptr);
+  dispatch_flash<T>(p, static_cast<int>(r.d), r.faults, r.path, nullptr);
+  NUMPROBE_GPU_CHECK(EventRecord, stop.get(), nullptr);
+  NUMPROBE_GPU_CHECK(EventSynchronize, stop.get());
+  float ms = 0.f;
+  NUMPROBE_GPU_CHECK(EventElapsedTime, &ms, start.get(), stop.get());
+
+  if (r.n_rows > 0) {
+    gather_rows<T><<<static_cast<unsigned>(r.n_rows), 256>>>(
+        o.as<T>(), lse.as<float>(), rows.as<std::int64_t>(), r.n_rows,
+        static_cast<int>(r.hq * r.d), static_cast<int>(r.hq), o_rows.as<float>(),
+        lse_rows.as<float>());
+    check_launch("gather_rows");
+  }
+  attention_result out;
+  out.kernel_ms = ms;
+  out.o.resize(static_cast<std::size_t>(r.n_rows * r.hq * r.d));
+  out.lse.resize(static_cast<std::size_t>(r.n_rows * r.hq));
+  NUMPROBE_GPU_CHECK(Memcpy, out.o.data(), o_rows.as<float>(), out.o.size() * sizeof(float),
+                     platform::memcpy_d2h);
+  NUMPROBE_GPU_CHECK(Memcpy, out.lse.data(), lse_rows.as<float>(), out.lse.size() * sizeof(float),
+                     platform::memcpy_d2h);
+  NUMPROBE_GPU_CHECK(DeviceSynchronize);
+  return out;
+}
+
+attention_result attention_forward_impl(const attention_request& r) {
+  if (r.batch < 1 || r.t < 1 || r.s < 1 || r.hq < 1 || r.hkv < 1 || r.hq % r.hkv != 0)
+    throw_input_error("attention case", "the GPU kernels need B, T, S, Hq, Hkv >= 1 and Hkv | Hq");
+  if (r.t > (std::int64_t{1} << 31) / 2 || r.batch > 65535 || r.hq > 65535)
+    throw_input_error("attention case", "grid limits: T < 2^30, B and Hq <= 65535");
+  if (r.mask == attention_mask::m_window && r.window < 1)
+    throw_input_error("--window", "a sliding window needs W >= 1");
+  for (std::int64_t i = 0; i < r.n_rows; ++i)
+    if (r.rows[i] < 0 || r.rows[i] >= r.batch * r.t)
+      throw_input_error("rows", "row " + std::to_string(r.rows[i]) + " is out of range");
+  require_device(r.device);
+  return r.fp16 ? forward_typed<platform::fp16>(r) : forward_typed<platform::bf16>(r);
+}
+
+}  // namespace
+
+const backend_api& NUMPROBE_GPU_BACKEND_API_NAME() {
+  static const backend_api api{platform::vendor,        &device_count_impl,
+                               &no_device_reason_impl,  &device_info_impl,
+                               &kernel_facts_impl,      &attention_forward_impl};
+  return api;
+}
+
+}  // namespace numprobe::gpu

@@ -1,0 +1,245 @@
+// `--backend cuda` (and, through the same class, `--backend hip`): the built-in GPU
+// flash-attention kernels behind the common provider interface.
+#include "src/providers/cuda_provider.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "numprobe/core/error.hpp"
+#include "src/kernels/gpu/gpu_api.hpp"
+
+namespace numprobe {
+namespace {
+
+// The emulator's fault names (src/kernels/emu/flash_attention.hpp), one compiled variant each.
+struct fault_name {
+  std::string_view name;
+  std::uint32_t bit;
+};
+constexpr std::array<fault_name, 8> k_faults{{
+    {"skip-rescale", gpu::k_fault_skip_rescale},
+    {"stale-max", gpu::k_fault_stale_max},
+    {"rowsum-bf16", gpu::k_fault_rowsum_bf16},
+    {"acc-bf16", gpu::k_fault_acc_bf16},
+    {"mask-top-left", gpu::k_fault_mask_top_left},
+    {"no-empty-guard", gpu::k_fault_no_empty_guard},
+    {"drop-tail-tile", gpu::k_fault_drop_tail_tile},
+    {"finite-sentinel", gpu::k_fault_finite_sentinel},
+}};
+
+std::uint32_t parse_gpu_fault(const std::string& text) {
+  for (const auto& f : k_faults)
+    if (f.name == text) return f.bit;
+  std::string known;
+  for (const auto& f : k_faults) known += (known.empty() ? "" : ", ") + std::string(f.name);
+  throw_input_error("--inject", fmt::format("unknown fault '{}' (known: {})", text, known));
+}
+
+nlohmann::json device_json(const gpu::device_facts& d) {
+  return {{"ordinal", d.ordinal},
+          {"name", d.name},
+          {"arch", d.arch},
+          {"warp_width", d.warp_width},
+          {"multiprocessors", d.multiprocessors},
+          {"memory_bytes", d.memory_bytes},
+          {"l2_bytes", d.l2_bytes},
+          {"shared_per_block_optin", d.shared_per_block_optin},
+          {"clock_khz", d.clock_khz},
+          {"driver_version", d.driver_version},
+          {"runtime_version", d.runtime_version}};
+}
+
+gpu::attention_mask to_gpu_mask(mask_kind m) {
+  switch (m) {
+    case mask_kind::m_none: return gpu::attention_mask::m_none;
+    case mask_kind::m_causal: return gpu::attention_mask::m_causal;
+    case mask_kind::m_causal_top_left: return gpu::attention_mask::m_causal_top_left;
+    case mask_kind::m_window: return gpu::attention_mask::m_window;
+    case mask_kind::m_ranges: break;
+  }
+  throw_input_error("--mask", "the GPU kernels build causal/window masks themselves; mask=ranges "
+                              "is for the ref and emu backends");
+}
+
+class gpu_attention_provider final : public attention_provider {
+ public:
+  gpu_attention_provider(const gpu::backend_api& api, const provider_options& o)
+      : m_api(api), m_device(o.device) {
+    const std::string vendor = api.vendor;
+    if (api.device_count() == 0) {
+      throw_backend_error("--backend " + vendor,
+                          fmt::format("no {} device ({})", vendor == "cuda" ? "CUDA" : "HIP",
+                                      api.no_device_reason()));
+    }
+    m_facts = api.device_info(o.device);  // throws naming the failing call
+    if (!o.states.empty())
+      throw_input_error("--state", fmt::format("the {} kernels have fixed state dtypes (s, m, l, O "
+                                               "in fp32; P and output in the input dtype); use "
+                                               "--inject rowsum-bf16 / acc-bf16, or --backend emu",
+                                               vendor));
+    for (const auto& f : o.faults) {
+      const std::uint32_t bit = parse_gpu_fault(f);
+      if (m_faults != 0 && m_faults != bit)
+        throw_input_error("--inject", "the GPU kernels compile one fault per variant; inject one");
+      m_faults = bit;
+      m_fault_name = f;
+    }
+    const gpu::kernel_facts mma = api.attention_kernel_facts(gpu::attention_path::m_mma, 128);
+    const gpu::kernel_facts scalar = api.attention_kernel_facts(gpu::attention_path::m_scalar, 128);
+    // The tensor-core path where the platform has one; --tile picks among compiled shapes.
+    m_path = mma.mma_impl.rfind("none", 0) == 0 ? gpu::attention_path::m_scalar
+                                                : gpu::attention_path::m_mma;
+    if (o.tile) {
+      if (o.tile->q == mma.tile_q && o.tile->k == mma.tile_k) {
+        m_path = gpu::attention_path::m_mma;
+      } else if (o.tile->q == scalar.tile_q && o.tile->k == scalar.tile_k) {
+        m_path = gpu::attention_path::m_scalar;
+        m_tile_chosen = true;
+      } else {
+        throw_input_error("--tile", fmt::format("the {} kernels are compiled for tiles {}x{} "
+                                                "(tensor cores) and {}x{} (scalar), not {}x{}",
+                                                vendor, mma.tile_q, mma.tile_k, scalar.tile_q,
+                                                scalar.tile_k, o.tile->q, o.tile->k));
+      }
+    }
+    m_kernel = api.attention_kernel_facts(m_path, 128);
+  }
+
+  [[nodiscard]] std::string name() const override {
+    std::string extra;
+    if (m_tile_chosen) extra += fmt::format("tile={}x{}", m_kernel.tile_q, m_kernel.tile_k);
+    if (m_faults != 0) extra += (extra.empty() ? "" : ",") + ("inject=" + m_fault_name);
+    const std::string vendor = m_api.vendor;
+    return extra.empty() ? vendor : vendor + "[" + extra + "]";
+  }
+
+  [[nodiscard]] tile_shape tiles() const override { return {m_kernel.tile_q, m_kernel.tile_k}; }
+  [[nodiscard]] bool computes_row_subsets() const override { return false; }
+
+  [[nodiscard]] attention_output run(const attention_inputs& in,
+                                     std::span<const std::int64_t> rows) override {
+    const attention_case& c = in.c();
+    if (c.dtype != formats::format_id::m_bf16 && c.dtype != formats::format_id::m_f16)
+      throw_input_error("--dtype", fmt::format("the {} attention kernels take bf16 or fp16 inputs, "
+                                               "not {}", m_api.vendor, formats::name(c.dtype)));
+    gpu::attention_request r;
+    r.batch = c.batch;
+    r.t = c.t();
+    r.s = c.seq;
+    r.hq = c.heads;
+    r.hkv = c.kv_heads;
+    r.d = c.head_dim;
+    r.fp16 = c.dtype == formats::format_id::m_f16;
+    r.scale = static_cast<float>(c.softmax_scale());
+    r.softcap = static_cast<float>(c.softcap);
+    r.mask = to_gpu_mask(c.mask);
+    r.window = c.window;
+    r.faults = m_faults;
+    r.path = m_path;
+    r.device = m_device;
+
+    // Rounded inputs are exactly representable in the dtype, hence in float.
+    const std::vector<double> q = in.q_all();
+    const auto to_float = [](std::span<const double> x) {
+      return std::vector<float>(x.begin(), x.end());
+    };
+    const std::vector<float> qf = to_float(q), kf = to_float(in.k()), vf = to_float(in.v());
+    const std::vector<std::int64_t> row_list(rows.begin(), rows.end());
+    r.q = qf.data();
+    r.k = kf.data();
+    r.v = vf.data();
+    r.rows = row_list.data();
+    r.n_rows = static_cast<std::int64_t>(row_list.size());
+
+    attention_output out = make_poisoned_output(row_list, c.heads, c.head_dim);
+    const gpu::attention_result res = m_api.attention_forward(r);
+    std::copy(res.o.begin(), res.o.end(), out.o.begin());
+    std::copy(res.lse.begin(), res.lse.end(), out.lse.begin());
+    m_last_kernel_ms = res.kernel_ms;
+    return out;
+  }
+
+  [[nodiscard]] nlohmann::json metadata() const override {
+    std::vector<std::string> faults;
+    if (m_faults != 0) faults.push_back(m_fault_name);
+    return {{"backend", m_api.vendor},
+            {"device", device_json(m_facts)},
+            {"kernel",
+             {{"name", "flash_forward"},
+              {"path", m_path == gpu::attention_path::m_mma ? "tensor-core" : "scalar"},
+              {"tile_q", m_kernel.tile_q},
+              {"tile_k", m_kernel.tile_k},
+              {"warps_per_block", m_kernel.warps},
+              {"compiled_for", m_kernel.compiled_for},
+              {"faults", faults}}},
+            {"numerics",
+             {{"exp", m_kernel.exp_impl},
+              {"mma", m_kernel.mma_impl},
+              {"softcap_tanh", m_kernel.tanh_impl},
+              {"states", {{"q", "input"}, {"k", "input"}, {"v", "input"}, {"s", "f32"},
+                          {"p", "input"}, {"m", "f32"}, {"l", "f32"}, {"o", "f32"},
+                          {"out", "input"}, {"lse", "f32"}}},
+              {"lse_base", "natural log"},
+              {"masked_rows", "O = 0, LSE = -inf"}}},
+            {"last_kernel_ms", m_last_kernel_ms}};
+  }
+
+ private:
+  const gpu::backend_api& m_api;
+  int m_device = 0;
+  gpu::device_facts m_facts;
+  gpu::kernel_facts m_kernel;
+  gpu::attention_path m_path = gpu::attention_path::m_mma;
+  bool m_tile_chosen = false;
+  std::uint32_t m_faults = 0;
+  std::string m_fault_name;
+  double m_last_kernel_ms = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<attention_provider> make_gpu_attention_provider(const gpu::backend_api& api,
+                                                                const provider_options& o) {
+  return std::make_unique<gpu_attention_provider>(api, o);
+}
+
+std::vector<nlohmann::json> gpu_devices(const gpu::backend_api& api) {
+  std::vector<nlohmann::json> out;
+  const int n = api.device_count();
+  for (int i = 0; i < n; ++i) {
+    nlohmann::json d = device_json(api.device_info(i));
+    d["backend"] = api.vendor;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::unique_ptr<attention_provider> make_cuda_provider(const provider_options& o) {
+#if NUMPROBE_HAVE_CUDA
+  return make_gpu_attention_provider(gpu::cuda_api(), o);
+#else
+  (void)o;
+  throw_backend_error("--backend cuda", "the cuda backend is not compiled into this build");
+#endif
+}
+
+std::vector<nlohmann::json> cuda_devices() {
+#if NUMPROBE_HAVE_CUDA
+  return gpu_devices(gpu::cuda_api());
+#else
+  return {};
+#endif
+}
+
+void register_cuda_provider() {
+#if NUMPROBE_HAVE_CUDA
+  register_attention_provider(
+      "cuda", &make_cuda_provider,
+      "built-in flash-attention forward on an NVIDIA GPU (mma.sync bf16/fp16, fp32 accumulation)");
+#endif
+}
+
+}  // namespace numprobe

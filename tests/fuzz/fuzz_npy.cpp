@@ -1,0 +1,6 @@
+// libFuzzer target for the .npy parser (scripts/fuzz.sh builds it with clang).
+#include "fuzz_entry.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  return numprobe::io::fuzz::run_npy(data, size);
+}
