@@ -59,7 +59,8 @@ attention_point run_attention_point(attention_provider& provider, const attentio
   p.seq = c.seq;
   p.queries = c.t();
   auto t0 = clock_type::now();
-  const attention_inputs in(c, opts.end_to_end);
+  const attention_inputs in = opts.prefix_source ? attention_inputs(c, *opts.prefix_source)
+                                                 : attention_inputs(c, opts.end_to_end);
   row_sampling sampling = opts.sampling;
   const tile_shape tiles = provider.tiles();
   if (tiles.known()) {

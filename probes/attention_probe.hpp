@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "numprobe/core/attention_case.hpp"
+#include "numprobe/core/attention_inputs.hpp"
 #include "numprobe/core/row_sampling.hpp"
 #include "numprobe/metrics/attention_errors.hpp"
 #include "src/providers/provider.hpp"
@@ -49,6 +50,9 @@ struct attention_probe_options {
   row_sampling sampling;  // tile_q/tile_k are overwritten from the provider's tiles when known
   bool end_to_end = true;
   std::size_t worst = 5;
+  // When set, K/V are taken as the prefix of these inputs (same generated case, longer S)
+  // instead of being generated again: sweeps generate once at their longest length.
+  const attention_inputs* prefix_source = nullptr;
 };
 
 [[nodiscard]] attention_point run_attention_point(attention_provider& provider,

@@ -80,12 +80,19 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
       throw_input_error("--bound", fmt::format("unknown metric '{}' for drift", b.metric));
   }
   const auto lengths = drift_lengths(opts.points, opts.seq_lo, opts.seq_hi, r.tiles.k);
+  // Inputs are generated once at the longest length; each point takes its prefix.
+  attention_case longest = opts.base;
+  longest.seq = lengths.back();
+  longest.validate();
+  const attention_inputs all_inputs(longest, opts.probe.end_to_end);
+  attention_probe_options probe = opts.probe;
+  probe.prefix_source = &all_inputs;
   std::vector<double> xs, ys;
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     attention_case c = opts.base;
     c.seq = lengths[i];
     c.validate();
-    attention_point p = run_attention_point(provider, c, opts.probe);
+    attention_point p = run_attention_point(provider, c, probe);
     r.tiles = provider.tiles();
     if (p.kernel.nan_count > 0 || p.kernel.inf_count > 0) ++r.nan_points;
     xs.push_back(key_tiles(c.seq, r.tiles.known() ? r.tiles.k : 64));

@@ -7,6 +7,7 @@
 // The fp32 GEMMs are Eigen's, so the accumulation order is a blocked FMA order, as in a BLAS.
 #include <Eigen/Dense>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -25,6 +26,35 @@ using row_matrix_f = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen:
 constexpr std::int64_t k_max_block_rows = 256;
 constexpr std::int64_t k_score_budget = std::int64_t{1} << 22;
 
+// bf16 is a float's top 16 bits: round to nearest even by adding 0x7FFF plus the lowest kept
+// bit, then truncating (the same arithmetic as formats::round_float_to, whose result the tests
+// compare against). Inline and branch-free so the per-logit and per-weight rounding loops
+// vectorise; the scores are finite, so the NaN case cannot arise here.
+inline float round_bf16(float x) {
+  std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  return std::bit_cast<float>(u);
+}
+
+// Applies `round` to every element: one loop per rounding kind, so each is a tight loop.
+template <class F>
+void round_each(float* x, std::int64_t n, float factor, float divisor, F&& round) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = round(x[i] * factor / divisor);
+}
+
+void round_to_dtype(formats::format_id dtype, float* x, std::int64_t n, float factor, float divisor) {
+  switch (dtype) {
+    case formats::format_id::m_f32:
+    case formats::format_id::m_f64:  // from float, rounding to f32 or f64 is the identity
+      round_each(x, n, factor, divisor, [](float y) { return y; });
+      return;
+    case formats::format_id::m_bf16: round_each(x, n, factor, divisor, round_bf16); return;
+    default:
+      round_each(x, n, factor, divisor, [dtype](float y) { return formats::round_float_to(dtype, y); });
+      return;
+  }
+}
+
 struct naive_task {
   std::int64_t first = 0;  // range into the row order (one batch member)
   std::int64_t count = 0;
@@ -41,9 +71,6 @@ attention_output attention_naive(const attention_case& c, std::span<const double
   const std::int64_t group = c.group(), dims = c.head_dim, heads = c.heads;
   const std::int64_t n_queries = c.t(), n_keys = c.seq;
   const formats::format_id dtype = c.dtype;
-  // Rounding to f32 (or f64) from float is the identity: skip the calls.
-  const bool rounds = dtype != formats::format_id::m_f32 && dtype != formats::format_id::m_f64;
-  auto to_dtype = [&](float x) { return rounds ? formats::round_float_to(dtype, x) : x; };
   const auto scale = static_cast<float>(c.softmax_scale());
   const auto cap = static_cast<float>(c.softcap);
   constexpr float minus_inf = -std::numeric_limits<float>::infinity();
@@ -116,12 +143,12 @@ attention_output attention_naive(const attention_case& c, std::span<const double
             std::fill(x + s1, x + width, 0.0f);
             if (s1 == s0) continue;  // fully masked: P = 0 gives O = 0; LSE stays -inf
             Eigen::Map<Eigen::ArrayXf> seg(x + s0, s1 - s0);
-            for (float& e : seg) e = to_dtype(scale * e);
+            round_to_dtype(dtype, seg.data(), seg.size(), scale, 1.0f);
             if (cap > 0) seg = cap * (seg / cap).tanh();
             const float row_max = seg.maxCoeff();
             seg = (seg - row_max).exp();
             const float mass = seg.sum();
-            for (float& e : seg) e = to_dtype(e / mass);
+            round_to_dtype(dtype, seg.data(), seg.size(), 1.0f, mass);
             lse_f[static_cast<std::size_t>(row)] = row_max + std::log(mass);
           }
           o_blk.resize(m, dims);
@@ -133,7 +160,9 @@ attention_output attention_naive(const attention_case& c, std::span<const double
             for (std::int64_t hh = 0; hh < group; ++hh) {
               const std::int64_t row = r * group + hh, h = g * group + hh;
               double* o = out.o.data() + (idx * heads + h) * dims;
-              for (std::int64_t d = 0; d < dims; ++d) o[d] = static_cast<double>(to_dtype(o_blk(row, d)));
+              float* o_row = o_blk.row(row).data();
+              round_to_dtype(dtype, o_row, dims, 1.0f, 1.0f);
+              for (std::int64_t d = 0; d < dims; ++d) o[d] = static_cast<double>(o_row[d]);
               out.lse[static_cast<std::size_t>(idx * heads + h)] =
                   static_cast<double>(lse_f[static_cast<std::size_t>(row)]);
             }

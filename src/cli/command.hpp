@@ -15,5 +15,11 @@ void setup_formats(CLI::App& app);
 void setup_quant(CLI::App& app);
 void setup_attention(CLI::App& app);
 void setup_drift(CLI::App& app);
+void setup_bisect(CLI::App& app);
+void setup_softmax(CLI::App& app);
+void setup_scan(CLI::App& app);
+void setup_kl(CLI::App& app);
+void setup_run(CLI::App& app);
+void setup_merge(CLI::App& app);
 
 }  // namespace numprobe::cli

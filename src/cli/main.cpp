@@ -24,6 +24,12 @@ int main(int argc, char** argv) {
   cli::setup_quant(app);
   cli::setup_attention(app);
   cli::setup_drift(app);
+  cli::setup_bisect(app);
+  cli::setup_softmax(app);
+  cli::setup_scan(app);
+  cli::setup_kl(app);
+  cli::setup_run(app);
+  cli::setup_merge(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -15,19 +15,26 @@ namespace {
 constexpr double k_trend_q = 2.0;     // Q channel 0 value for trend families
 constexpr double k_trend_noise = 0.25;
 
-std::uint64_t element_counter(const attention_case& c, tensor_role role, std::int64_t b,
-                              std::int64_t pos, std::int64_t head, std::int64_t d) {
-  const std::int64_t len = role == tensor_role::m_q ? c.t() : c.seq;
+// The counter of an element depends on its position, head and channel only (not on the
+// sequence length), so a shorter case's K/V are exactly the prefix of a longer one's: sweeps
+// generate inputs once at their longest length.
+std::uint64_t element_counter(const attention_case& c, tensor_role role, std::int64_t pos,
+                              std::int64_t head, std::int64_t d) {
   const std::int64_t h = role == tensor_role::m_q ? c.heads : c.kv_heads;
-  return static_cast<std::uint64_t>(((b * len + pos) * h + head) * c.head_dim + d);
+  return static_cast<std::uint64_t>((pos * h + head) * c.head_dim + d);
+}
+
+// Each (tensor, batch member) pair has its own stream.
+std::uint64_t element_stream(tensor_role role, std::int64_t b) {
+  return static_cast<std::uint64_t>(role) | (static_cast<std::uint64_t>(b) << 8);
 }
 
 }  // namespace
 
 double attention_input_value(const attention_case& c, tensor_role role, std::int64_t b,
                              std::int64_t pos, std::int64_t head, std::int64_t d) {
-  const auto stream = static_cast<std::uint64_t>(role);
-  const std::uint64_t n = element_counter(c, role, b, pos, head, d);
+  const std::uint64_t stream = element_stream(role, b);
+  const std::uint64_t n = element_counter(c, role, pos, head, d);
   const double z = normal_at(c.seed, stream, n);
   const double scale = c.softmax_scale();
   switch (c.dist) {
@@ -124,6 +131,28 @@ attention_inputs::attention_inputs(attention_case c, bool keep_exact) : m_case(s
   m_case.validate();
   fill_kv(m_case, tensor_role::m_k, m_k, keep_exact ? &m_k_exact : nullptr);
   fill_kv(m_case, tensor_role::m_v, m_v, keep_exact ? &m_v_exact : nullptr);
+}
+
+attention_inputs::attention_inputs(attention_case c, const attention_inputs& longer)
+    : m_case(std::move(c)) {
+  m_case.validate();
+  attention_case same = longer.m_case;
+  same.seq = m_case.seq;
+  same.queries = m_case.queries;
+  if (same.id() != m_case.id() || m_case.seq > longer.m_case.seq || !longer.m_q.empty())
+    throw_input_error("inputs", "a prefix needs the same generated case at a longer length");
+  const std::int64_t per_pos = m_case.kv_heads * m_case.head_dim;
+  auto prefix = [&](const std::vector<double>& from, std::vector<double>& to) {
+    if (from.empty()) return;
+    to.resize(static_cast<std::size_t>(m_case.batch * m_case.seq * per_pos));
+    for (std::int64_t b = 0; b < m_case.batch; ++b)
+      std::copy_n(from.begin() + b * longer.m_case.seq * per_pos, m_case.seq * per_pos,
+                  to.begin() + b * m_case.seq * per_pos);
+  };
+  prefix(longer.m_k, m_k);
+  prefix(longer.m_v, m_v);
+  prefix(longer.m_k_exact, m_k_exact);
+  prefix(longer.m_v_exact, m_v_exact);
 }
 
 attention_inputs::attention_inputs(attention_case c, std::vector<double> q, std::vector<double> k,

@@ -296,14 +296,8 @@ std::string header_text(std::span<const std::uint64_t> shape, dtype type,
 
 // Magic, version, length and padded header: numpy pads with spaces and ends with '\n' so
 // the data starts on a 64-byte boundary.
-std::vector<std::byte> npy_prefix(std::span<const std::uint64_t> shape, dtype type,
-                                  std::span<const std::byte> bytes, const std::string& place) {
-  const std::uint64_t nbytes =
-      checked_byte_count(type, checked_element_count(shape, place), place);
-  if (nbytes != bytes.size()) {
-    throw_input_error(place, "shape x dtype is " + std::to_string(nbytes) + " bytes, given " +
-                                 std::to_string(bytes.size()));
-  }
+std::vector<std::byte> header_prefix(std::span<const std::uint64_t> shape, dtype type,
+                                     const std::string& place) {
   std::string h = header_text(shape, type, place);
   int major = 1;
   std::size_t prefix = 10;
@@ -324,12 +318,28 @@ std::vector<std::byte> npy_prefix(std::span<const std::uint64_t> shape, dtype ty
   return out;
 }
 
+std::vector<std::byte> npy_prefix(std::span<const std::uint64_t> shape, dtype type,
+                                  std::span<const std::byte> bytes, const std::string& place) {
+  const std::uint64_t nbytes =
+      checked_byte_count(type, checked_element_count(shape, place), place);
+  if (nbytes != bytes.size()) {
+    throw_input_error(place, "shape x dtype is " + std::to_string(nbytes) + " bytes, given " +
+                                 std::to_string(bytes.size()));
+  }
+  return header_prefix(shape, type, place);
+}
+
 template <class T>
 std::span<const std::byte> as_bytes_of(const std::vector<T>& v) {
   return std::as_bytes(std::span<const T>(v));
 }
 
 }  // namespace
+
+std::vector<std::byte> npy_header(std::span<const std::uint64_t> shape, dtype type) {
+  (void)checked_byte_count(type, checked_element_count(shape, "npy"), "npy");
+  return header_prefix(shape, type, "npy");
+}
 
 std::vector<std::byte> npy_bytes(std::span<const std::uint64_t> shape, dtype type,
                                  std::span<const std::byte> bytes) {

@@ -128,6 +128,7 @@ safetensors_file safetensors_file::parse(std::shared_ptr<const mapped_file> file
   for (auto& e : entries) {
     e.view.bytes = data.subspan(e.begin, e.end - e.begin);
     e.view.owner = file;
+    out.m_by_name.emplace(e.view.name, out.m_tensors.size());
     out.m_tensors.push_back(std::move(e.view));
   }
   out.m_file = std::move(file);
@@ -139,10 +140,8 @@ safetensors_file safetensors_file::open(const std::filesystem::path& path) {
 }
 
 const tensor_view* safetensors_file::find(std::string_view name) const {
-  for (const auto& t : m_tensors) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
+  const auto it = m_by_name.find(std::string(name));
+  return it == m_by_name.end() ? nullptr : &m_tensors[it->second];
 }
 
 const tensor_view& safetensors_file::at(std::string_view name) const {

@@ -6,6 +6,12 @@
 // bound"): on the same rounded inputs, the kernel's relative RMS error of O against
 // numprobe::reference::attention must be at most 2x that of reference::attention_naive, the
 // same-precision framework baseline. A NaN anywhere in the kernel's output fails.
+//
+// The LSE bound: |lse - lse_ref| <= 1e-3 + D * 2^-24 * |lse_ref|. Basis: the kernel keeps
+// scores, m and l in fp32; an fp32 dot product of length D has relative error up to about
+// D * u_fp32 (u = 2^-24), which dominates for large logits (the shifted family, |lse| ~ 2e4);
+// the 1e-3 nats absolute term covers ex2.approx and the running sum (~1e-6 each), and is still
+// 30x below a bf16 ulp of a typical LSE. Fully masked rows: O exactly 0 and LSE exactly -inf.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,12 +104,13 @@ struct accuracy {
   double kernel = 0.0;  // rel RMS of the kernel vs reference::attention
   double naive = 0.0;   // rel RMS of reference::attention_naive vs reference::attention
   double lse_max_abs = 0.0;
+  double lse_bound_use = 0.0;  // max over rows of |lse - lse_ref| / bound (<= 1 passes)
   std::size_t nan = 0;
   std::size_t masked_rows_bad = 0;  // (row, head) with reference LSE -inf but kernel O != 0 or LSE != -inf
   std::size_t masked_rows = 0;
   [[nodiscard]] double ratio() const { return naive > 0.0 ? kernel / naive : kernel; }
   [[nodiscard]] bool within_bound() const {
-    return nan == 0 && masked_rows_bad == 0 && kernel <= 2.0 * naive;
+    return nan == 0 && masked_rows_bad == 0 && kernel <= 2.0 * naive && lse_bound_use <= 1.0;
   }
 };
 
@@ -129,7 +136,10 @@ inline accuracy measure(attention_provider& p, const attention_case& c) {
         for (std::int64_t d = 0; d < c.head_dim; ++d) zero = zero && got.o_at(i, h, d) == 0.0;
         if (!zero || !(std::isinf(lg) && lg < 0)) ++a.masked_rows_bad;
       } else {
-        a.lse_max_abs = std::max(a.lse_max_abs, std::abs(lg - lr));
+        const double err = std::abs(lg - lr);
+        const double bound = 1e-3 + static_cast<double>(c.head_dim) * 0x1.0p-24 * std::abs(lr);
+        a.lse_max_abs = std::max(a.lse_max_abs, err);
+        a.lse_bound_use = std::max(a.lse_bound_use, std::isnan(err) ? INFINITY : err / bound);
       }
     }
   }

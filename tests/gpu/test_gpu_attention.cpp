@@ -5,9 +5,8 @@
 // Bounds and their basis:
 //  - O: relative RMS error <= 2 x that of reference::attention_naive on the same rounded
 //    inputs (FlashAttention's test criterion; see gpu_test_support.hpp). No NaN anywhere.
-//  - LSE: |lse - lse_ref| <= 1e-3 nats. Basis: the kernel holds m and l in fp32 and uses
-//    ex2.approx (relative error ~2^-22), so the LSE error is ~1e-6 x log-length; 1e-3 is still
-//    30x below a bf16 ulp of a typical LSE (|lse| ~ 8: ulp 0.03).
+//  - LSE: |lse - lse_ref| <= 1e-3 + D * 2^-24 * |lse_ref| (basis in gpu_test_support.hpp:
+//    fp32 scores and state; the relative term is the fp32 dot-product bound D * u_fp32).
 //  - Fully masked rows (reference LSE = -inf): O exactly 0 and LSE exactly -inf.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -115,6 +114,8 @@ std::vector<gpu_case> cases() {
   return out;
 }
 
+void PrintTo(const gpu_case& c, std::ostream* os) { *os << c.id(); }
+
 class gpu_attention : public ::testing::TestWithParam<gpu_case> {};
 
 TEST_P(gpu_attention, within_twice_naive_error) {
@@ -123,14 +124,17 @@ TEST_P(gpu_attention, within_twice_naive_error) {
   auto p = gpu_provider({}, gc.scalar ? std::optional<tile_shape>(tile_shape{64, 64}) : std::nullopt);
   const accuracy a = measure(*p, gc.c);
   const std::string what = fmt::format("{} on {}: rel_rms {:.3e}, naive {:.3e}, ratio {:.3f}, "
-                                       "lse_max_abs {:.3e}, nan {}, masked rows {} (bad {})",
+                                       "lse_max_abs {:.3e} ({:.2f} of bound), nan {}, masked rows {} (bad {})",
                                        p->name(), gc.c.id(), a.kernel, a.naive, a.ratio(),
-                                       a.lse_max_abs, a.nan, a.masked_rows, a.masked_rows_bad);
+                                       a.lse_max_abs, a.lse_bound_use, a.nan, a.masked_rows,
+                                       a.masked_rows_bad);
   RecordProperty("ratio_to_naive", fmt::format("{:.4f}", a.ratio()));
+  fmt::print("[accuracy] ratio_to_naive {:.4f} lse_bound_use {:.3f} {}\n", a.ratio(), a.lse_bound_use,
+             gc.id());
   EXPECT_EQ(a.nan, 0u) << what;
   EXPECT_EQ(a.masked_rows_bad, 0u) << what;
   EXPECT_LE(a.kernel, 2.0 * a.naive) << what;
-  EXPECT_LE(a.lse_max_abs, 1e-3) << what;
+  EXPECT_LE(a.lse_bound_use, 1.0) << what;
 }
 
 INSTANTIATE_TEST_SUITE_P(cases, gpu_attention, ::testing::ValuesIn(cases()),

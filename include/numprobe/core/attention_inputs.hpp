@@ -23,6 +23,9 @@ class attention_inputs {
  public:
   // Generates K and V now (and their exact versions when keep_exact), Q lazily by row.
   explicit attention_inputs(attention_case c, bool keep_exact = true);
+  // The same generated case at a shorter length (and any T): K/V are copied as the prefix of
+  // `longer`'s, which equals generating them afresh (element values do not depend on S).
+  attention_inputs(attention_case c, const attention_inputs& longer);
   // Inputs given as tensors (files, dumps): values are rounded to the dtype on the way in.
   attention_inputs(attention_case c, std::vector<double> q, std::vector<double> k,
                    std::vector<double> v);

@@ -34,6 +34,10 @@ inline constexpr std::size_t k_npy_max_header_bytes = std::size_t{1} << 20;
 // Maps and parses a .npy file.
 [[nodiscard]] tensor_view read_npy(const std::filesystem::path& path);
 
+// Just the header (magic, version, length, padded dict) for `shape` x `type`, for writers
+// that stream the data themselves. The data that follows must be shape x dtype bytes.
+[[nodiscard]] std::vector<std::byte> npy_header(std::span<const std::uint64_t> shape, dtype type);
+
 // The .npy image of a tensor (header + data). Throws (exit 2) when bytes.size() does not
 // match shape x dtype or the dtype cannot be stored in .npy.
 [[nodiscard]] std::vector<std::byte> npy_bytes(std::span<const std::uint64_t> shape, dtype type,

@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "numprobe/io/tensor_view.hpp"
@@ -55,6 +56,7 @@ class safetensors_file {
  private:
   std::shared_ptr<const mapped_file> m_file;
   std::vector<tensor_view> m_tensors;
+  std::unordered_map<std::string, std::size_t> m_by_name;  // index into m_tensors
   std::map<std::string, std::string> m_metadata;
 };
 

@@ -103,9 +103,20 @@ class flash_runner {
       for (double& x : m_q) x = formats::round_to(m_st.q, x);
     build_work();
 
-    std::int64_t n_tasks = static_cast<std::int64_t>(m_tasks.size());
+    // One (batch, KV head) at a time: its K and V are converted to the kernel's storage once
+    // and shared by every chunk that reads them (converting per chunk and tile made the
+    // emulation memory-bound at long lengths).
+    for (std::size_t first = 0; first < m_tasks.size();) {
+      std::size_t last = first;
+      while (last < m_tasks.size() && m_tasks[last].batch == m_tasks[first].batch &&
+             m_tasks[last].kv_head == m_tasks[first].kv_head)
+        ++last;
+      load_kv(m_tasks[first].batch, m_tasks[first].kv_head);
+      const auto n = static_cast<std::int64_t>(last - first);
 #pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t i = 0; i < n_tasks; ++i) run_chunk(m_tasks[static_cast<std::size_t>(i)], out);
+      for (std::int64_t i = 0; i < n; ++i) run_chunk(m_tasks[first + static_cast<std::size_t>(i)], out);
+      first = last;
+    }
     return out;
   }
 
@@ -148,6 +159,34 @@ class flash_runner {
     }
   }
 
+  // K and V of one (batch, KV head) as [S, D] matrices in the kernel's storage dtypes.
+  void load_kv(std::int64_t batch, std::int64_t kv_head) {
+    const std::int64_t s_len = m_c.seq, dim = m_c.head_dim, kv_stride = m_c.kv_heads * dim;
+    const bool round_k = needs_rounding(m_st.k, m_c.dtype);
+    const bool round_v = needs_rounding(m_st.v, m_c.dtype);
+    m_k.resize(s_len, dim);
+    m_v.resize(s_len, dim);
+    const double* k_base = m_in.k().data() + (batch * s_len * m_c.kv_heads + kv_head) * dim;
+    const double* v_base = m_in.v().data() + (batch * s_len * m_c.kv_heads + kv_head) * dim;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < s_len; ++r) {
+      const double* ks = k_base + r * kv_stride;
+      const double* vs = v_base + r * kv_stride;
+      GS* kd = m_k.row(r).data();
+      GO* vd = m_v.row(r).data();
+      if (round_k) {
+        for (std::int64_t e = 0; e < dim; ++e) kd[e] = static_cast<GS>(formats::round_to(m_st.k, ks[e]));
+      } else {
+        for (std::int64_t e = 0; e < dim; ++e) kd[e] = static_cast<GS>(ks[e]);
+      }
+      if (round_v) {
+        for (std::int64_t e = 0; e < dim; ++e) vd[e] = static_cast<GO>(formats::round_to(m_st.v, vs[e]));
+      } else {
+        for (std::int64_t e = 0; e < dim; ++e) vd[e] = static_cast<GO>(vs[e]);
+      }
+    }
+  }
+
   // The exp the kernel uses: exp2 with a log2(e) prescale held in the s dtype, or exp.
   [[nodiscard]] A exp_fn(A x) const {
     if (m_cfg.exp2) return std::exp2(x * m_log2e);
@@ -156,7 +195,6 @@ class flash_runner {
 
   void run_chunk(const chunk_task& task, attention_output& out) const {
     const std::int64_t dim = m_c.head_dim, bk = m_cfg.tile_k, s_len = m_c.seq;
-    const std::int64_t kv_stride = m_c.kv_heads * dim;
     const auto nq = static_cast<std::int64_t>(task.end - task.begin);
     const query_vec* vecs = m_vecs.data() + task.begin;
     const bool guard = !m_cfg.has(fault::m_no_empty_guard);
@@ -166,11 +204,9 @@ class flash_runner {
     const A m_init = m_cfg.has(fault::m_finite_sentinel) ? A(k_finite_sentinel) : -inf;
     const A scale = static_cast<A>(m_c.softmax_scale());
     const A cap = static_cast<A>(m_c.softcap);
-    const bool round_k = needs_rounding(m_st.k, m_c.dtype);
-    const bool round_v = needs_rounding(m_st.v, m_c.dtype);
 
-    row_matrix<GS> q(nq, dim), kt(bk, dim), s(nq, bk);
-    row_matrix<GO> p(nq, bk), vt(bk, dim), pv(nq, dim), o(nq, dim);
+    row_matrix<GS> q(nq, dim), s(nq, bk);
+    row_matrix<GO> p(nq, bk), pv(nq, dim), o(nq, dim);
     o.setZero();
     std::vector<A> m(static_cast<std::size_t>(nq), m_init), m_prev(m.size(), m_init);
     std::vector<A> l(m.size(), A(0)), alpha(m.size(), A(1)), x(static_cast<std::size_t>(bk));
@@ -189,8 +225,6 @@ class flash_runner {
       }
     }
 
-    const double* k_base = m_in.k().data() + (task.batch * s_len * m_c.kv_heads + task.kv_head) * dim;
-    const double* v_base = m_in.v().data() + (task.batch * s_len * m_c.kv_heads + task.kv_head) * dim;
 
     for (std::int64_t j = tile_first; j < tile_last; ++j) {
       // Query vectors whose CTA walks this tile; chunks are sorted by row, so for monotone masks
@@ -206,15 +240,7 @@ class flash_runner {
       if (a0 >= a1) continue;
       const std::int64_t k0 = j * bk, nk = std::min(bk, s_len - k0), na = a1 - a0;
 
-      for (std::int64_t r = 0; r < nk; ++r) {
-        const double* ks = k_base + (k0 + r) * kv_stride;
-        const double* vs = v_base + (k0 + r) * kv_stride;
-        for (std::int64_t e = 0; e < dim; ++e) {
-          kt(r, e) = static_cast<GS>(round_k ? formats::round_to(m_st.k, ks[e]) : ks[e]);
-          vt(r, e) = static_cast<GO>(round_v ? formats::round_to(m_st.v, vs[e]) : vs[e]);
-        }
-      }
-      s.block(a0, 0, na, nk).noalias() = q.middleRows(a0, na) * kt.topRows(nk).transpose();
+      s.block(a0, 0, na, nk).noalias() = q.middleRows(a0, na) * m_k.middleRows(k0, nk).transpose();
 
       for (std::int64_t v = a0; v < a1; ++v) {
         const auto vi = static_cast<std::size_t>(v);
@@ -232,7 +258,10 @@ class flash_runner {
         for (std::int64_t c = 0; c < vlo; ++c) x[static_cast<std::size_t>(c)] = -inf;
         for (std::int64_t c = vhi; c < nk; ++c) x[static_cast<std::size_t>(c)] = -inf;
         A row_max = -inf;
-        for (std::int64_t c = vlo; c < vhi; ++c) row_max = std::max(row_max, x[static_cast<std::size_t>(c)]);
+        for (std::int64_t c = vlo; c < vhi; ++c) {
+          const A xc = x[static_cast<std::size_t>(c)];
+          row_max = xc > row_max ? xc : row_max;
+        }
 
         // Online softmax step. The empty-row guard: a row that has seen no valid key keeps
         // m = -inf, and exp is taken against 0 instead, so exp(-inf - -inf) never happens.
@@ -260,7 +289,7 @@ class flash_runner {
         ++seen[vi];
       }
 
-      pv.middleRows(a0, na).noalias() = p.block(a0, 0, na, nk) * vt.topRows(nk);
+      pv.middleRows(a0, na).noalias() = p.block(a0, 0, na, nk) * m_v.middleRows(k0, nk);
       for (std::int64_t v = a0; v < a1; ++v) {
         if (!active[static_cast<std::size_t>(v)]) continue;
         const GO a = static_cast<GO>(alpha[static_cast<std::size_t>(v)]);
@@ -300,6 +329,8 @@ class flash_runner {
   state_rounder<GO> m_round_o;
   A m_log2e = m_round_s(static_cast<A>(std::numbers::log2e));
   std::vector<double> m_q;
+  row_matrix<GS> m_k;  // K of the (batch, KV head) being processed
+  row_matrix<GO> m_v;
   std::vector<query_vec> m_vecs;
   std::vector<chunk_task> m_tasks;
 };

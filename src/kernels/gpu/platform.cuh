@@ -11,7 +11,7 @@
 
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #define NUMPROBE_GPU_HIP 1
-#include <hip/hip_bf16.h>
+#include <hip/hip_bfloat16.h>  // ROCm 5.2 has no hip_bf16.h (__hip_bfloat16)
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 #else
@@ -29,7 +29,7 @@ using error_t = hipError_t;
 using stream_t = hipStream_t;
 using event_t = hipEvent_t;
 using device_prop_t = hipDeviceProp_t;
-using bf16 = __hip_bfloat16;
+using bf16 = hip_bfloat16;  // float constructor rounds to nearest even
 using fp16 = __half;
 inline constexpr const char* vendor = "hip";
 inline constexpr error_t success = hipSuccess;
@@ -46,6 +46,8 @@ inline constexpr const char* mma_impl = "none: scalar fp32 FMA dot products (no 
 inline constexpr const char* tanh_impl = "tanhf (ocml)";
 
 __device__ __forceinline__ float exp2_approx(float x) { return exp2f(x); }
+__device__ __forceinline__ float bf16_to_float(bf16 x) { return static_cast<float>(x); }
+__device__ __forceinline__ bf16 float_to_bf16_rn(float x) { return bf16(x); }
 __device__ __forceinline__ float shfl_xor(float v, int mask) { return __shfl_xor(v, mask, warp_size); }
 
 // cp.async has no AMD equivalent: a synchronous 16-byte copy keeps the pipeline's structure.
@@ -106,6 +108,8 @@ __device__ __forceinline__ float exp2_approx(float x) {
 __device__ __forceinline__ float shfl_xor(float v, int mask) {
   return __shfl_xor_sync(0xffffffffu, v, mask, warp_size);
 }
+__device__ __forceinline__ float bf16_to_float(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ bf16 float_to_bf16_rn(float x) { return __float2bfloat16_rn(x); }
 
 __device__ __forceinline__ void copy_16_async(void* smem, const void* gmem, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -164,12 +168,12 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
 // Element conversions, by element type (bf16 or fp16), identical for both vendors' headers.
 template <class T>
 __device__ __forceinline__ float to_float(T x) {
-  if constexpr (std::is_same_v<T, bf16>) return __bfloat162float(x);
+  if constexpr (std::is_same_v<T, bf16>) return bf16_to_float(x);
   else return __half2float(x);
 }
 template <class T>
 __device__ __forceinline__ T from_float(float x) {  // round to nearest even
-  if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(x);
+  if constexpr (std::is_same_v<T, bf16>) return float_to_bf16_rn(x);
   else return __float2half_rn(x);
 }
 // Two floats rounded to T, packed low | high << 16 (the MMA fragment layout).
@@ -181,8 +185,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   __builtin_memcpy(&hb, &h, 2);
   return static_cast<uint32_t>(lb) | (static_cast<uint32_t>(hb) << 16);
 }
-__device__ __forceinline__ float round_bf16(float x) {
-  return __bfloat162float(__float2bfloat16_rn(x));
-}
+__device__ __forceinline__ float round_bf16(float x) { return bf16_to_float(float_to_bf16_rn(x)); }
 
 }  // namespace numprobe::gpu::platform

@@ -1,0 +1,57 @@
+#pragma once
+// `numprobe bisect` (issue 5): localize an accuracy failure by length, tell the bug classes
+// apart with targeted inputs, and (where the kernel's state is visible) name the state held in
+// the wrong precision. Every measurement is a step of a deterministic, re-runnable trace.
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "probes/bisect_classify.hpp"
+
+namespace numprobe::probes {
+
+struct bisect_options {
+  attention_case base;            // the case under test; seq is replaced per step
+  std::int64_t seq_lo = 64;
+  std::int64_t seq_hi = 16384;
+  provider_options provider;
+  std::vector<bound> bounds;      // default: ratio_to_naive<=2 (FlashAttention's criterion)
+  attention_probe_options probe;  // sampled rows; end-to-end off (bisect judges the kernel)
+  std::function<void(const bisect_step&)> on_step;
+};
+
+struct bisect_result {
+  std::string provider;
+  nlohmann::json provider_metadata;
+  std::string base_case;
+  std::vector<std::string> bounds;
+  bool failure_found = false;
+  length_result length;
+  std::int64_t discrimination_length = 0;
+  family_evidence families;
+  precision_result precision;
+  std::vector<mechanism_check> mechanisms;
+  std::vector<class_finding> classes;
+  std::string classification = "no failure";
+  std::vector<std::string> candidates;  // supported classes
+  std::vector<bisect_step> trace;
+  double seconds = 0.0;
+};
+
+// The default options' bound with its basis.
+[[nodiscard]] bound default_bisect_bound();
+
+[[nodiscard]] bisect_result run_bisect(const bisect_options& o);
+
+// `trace[]`, `classification`, `culprit`, `first_failing_seq`, `tile_aligned`, ... (the caller
+// adds the envelope). `with_seconds` false drops timings (for comparing two runs).
+[[nodiscard]] nlohmann::json to_json(const bisect_result& r, bool with_seconds = true);
+[[nodiscard]] nlohmann::json to_json(const bisect_step& s, bool with_seconds = true);
+// A Markdown report: summary, classes with evidence, precision curve, the trace.
+[[nodiscard]] std::string to_markdown(const bisect_result& r);
+// One-line summaries for terminals and reports.
+[[nodiscard]] std::string culprit_text(const bisect_result& r);
+
+}  // namespace numprobe::probes

@@ -1,0 +1,63 @@
+#pragma once
+// Input-family discrimination (issue 5): the failing case re-run under inputs designed for each
+// bug class of NUMERICS.md ("Real bug classes"), each paired with a control that differs only in
+// the mechanism under suspicion. Small heads and head dims: no class here depends on them.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "probes/bisect_trace.hpp"
+
+namespace numprobe::probes {
+
+struct probe_outcome {
+  bool ran = false;
+  bool failed = false;
+  double error = 0.0;   // the gate metric
+  double rel_rms = 0.0;
+  double ratio = 0.0;   // ratio_to_naive
+  std::int64_t nan = 0;
+  std::size_t step = 0; // trace index (1-based)
+};
+
+// A kernel-mask probe and its control: the same visible keys given as explicit ranges, which
+// the kernel does not derive from the mask kind (so a mask bug shows in one and not the other,
+// while bugs of the walk itself show in both).
+struct mask_pair {
+  std::string label;
+  probe_outcome kernel_mask;
+  probe_outcome explicit_ranges;
+};
+
+struct shift_probe {
+  double shift = 0.0;
+  probe_outcome outcome;
+};
+
+struct family_evidence {
+  std::int64_t length = 0;     // discrimination length
+  std::int64_t tile = 0;       // B for the window edges
+  probe_outcome normal;        // N(0,1), T = S, no mask: the control of the shift probes
+  probe_outcome rescale_stress, max_first;
+  probe_outcome diffuse;
+  std::vector<std::int64_t> diffuse_lengths;
+  std::vector<double> diffuse_errors;  // rel_rms vs length when diffuse fails
+  double diffuse_slope = 0.0;          // d log(rel_rms) / d log(S)
+  probe_outcome constant_v_grouped, constant_v_ungrouped;
+  std::vector<shift_probe> shifts;
+  std::vector<mask_pair> masks;  // T != S both alignments, window edges
+  probe_outcome masked_rows;     // T > S causal: rows with no visible key
+};
+
+// Small-head version of the case under test for family runs.
+[[nodiscard]] attention_case reduced_case(const attention_case& c);
+
+[[nodiscard]] probe_outcome measure(bisect_context& ctx, const std::string& stage,
+                                    const attention_case& c, const provider_options& po,
+                                    const std::string& change);
+
+// Runs every family probe at `length` (a multiple of every tile tried, so tail tiles are quiet).
+[[nodiscard]] family_evidence run_families(bisect_context& ctx, const attention_case& base,
+                                           std::int64_t length, std::int64_t tile);
+
+}  // namespace numprobe::probes

@@ -1,0 +1,20 @@
+#pragma once
+// Shared by the text writers: how a gate and its measured value read.
+#include <string>
+
+#include "numprobe/core/result.hpp"
+
+namespace numprobe::reports::detail {
+
+// The measured value in its metric's format hint ("sci" when the metric is not listed).
+inline std::string measured_text(const result::check_result& c, const result::gate& g) {
+  const auto* m = c.find_metric(g.metric);
+  return result::format_value(g.measured, m ? m->format : "sci");
+}
+
+// "rel_rms<=0.004 (measured 2.1e-03)"
+inline std::string gate_text(const result::check_result& c, const result::gate& g) {
+  return g.bound + " (measured " + measured_text(c, g) + ")";
+}
+
+}  // namespace numprobe::reports::detail

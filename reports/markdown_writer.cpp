@@ -1,0 +1,56 @@
+// Markdown for CI job summaries: a verdict line, a table of checks, then the breaches and errors.
+#include <fmt/format.h>
+
+#include "reports/gate_text.hpp"
+#include "reports/report_writer.hpp"
+
+namespace numprobe::reports {
+namespace {
+
+// Pipes and newlines would break a table cell.
+std::string cell(std::string_view s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '|') o += "\\|";
+    else if (ch == '\n') o += ' ';
+    else o += ch;
+  }
+  return o;
+}
+
+}  // namespace
+
+void markdown_writer::do_write(const result::run_result& r, std::ostream& out) const {
+  const auto pass = r.count(result::status::m_pass), fail = r.count(result::status::m_fail),
+             err = r.count(result::status::m_error);
+  out << "## numprobe: " << cell(r.scenario) << "\n\n";
+  out << fmt::format("**{}** — {} checks: {} passed, {} failed, {} errors ({:.1f} s){}\n\n",
+                     err ? "ERROR" : fail ? "FAIL" : "PASS", r.checks.size(), pass, fail, err, r.seconds,
+                     r.shard.empty() ? "" : fmt::format(", shard {}", r.shard));
+  if (r.incomplete)
+    out << fmt::format("> **Incomplete:** {} of {} checks ran (interrupted).\n\n", r.checks.size(), r.checks_planned);
+  out << "| status | check | bounds (measured) | backend | case |\n|---|---|---|---|---|\n";
+  for (const auto& c : r.checks) {
+    std::string gates;
+    if (c.outcome == result::status::m_error) gates = c.message;
+    for (const auto& g : c.gates)
+      gates += (gates.empty() ? "" : "<br>") + std::string(g.held ? "" : "**") + detail::gate_text(c, g) +
+               (g.held ? "" : "**");
+    out << fmt::format("| {} | {} | {} | {} | `{}` |\n", result::to_string(c.outcome), cell(c.name), cell(gates),
+                       cell(c.backend), cell(c.case_id));
+  }
+  bool header = false;
+  for (const auto& c : r.checks)
+    for (const auto& g : c.gates)
+      if (!g.held) {
+        if (!header) out << "\n### Breaches\n\n";
+        header = true;
+        out << fmt::format("- **{}**: `{}` measured {} at `{}`{}\n", cell(c.name), g.bound, detail::measured_text(c, g),
+                           g.case_id, g.basis.empty() ? "" : " — basis: " + g.basis);
+      }
+  out << fmt::format("\n<sub>numprobe {} ({}) on {}</sub>\n", r.envelope.value("version", "?"),
+                     r.envelope.value("git_revision", "?"),
+                     r.envelope.contains("machine") ? r.envelope["machine"].value("host", "?") : "?");
+}
+
+}  // namespace numprobe::reports

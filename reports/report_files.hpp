@@ -1,0 +1,20 @@
+#pragma once
+// Writes the reports a run asked for: every format into --out DIR, and single formats to their
+// own paths (--json PATH ...; '-' is stdout). Files are written atomically (temp + rename), so a
+// reader never sees half a report.
+#include <map>
+#include <string>
+
+#include "numprobe/core/result.hpp"
+
+namespace numprobe::reports {
+
+struct report_targets {
+  std::string out_dir;                       // empty: none
+  std::map<std::string, std::string> paths;  // format name (json, junit, md, csv, html) -> PATH
+};
+
+// Throws numprobe::error (exit 2) naming the path on failure.
+void write_reports(const result::run_result& r, const report_targets& t);
+
+}  // namespace numprobe::reports

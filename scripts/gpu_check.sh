@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# One command for the GPU machine: build the CUDA backend, run the gpu tests, compute-sanitizer
+# (memcheck, racecheck) on small attention cases, the attention benchmark against PyTorch SDPA
+# (flash backend) in the same session, an end-to-end drift run, and print a summary table last.
+#
+#   scripts/gpu_check.sh                 # logs under $OUT (the device tool's folder) or ./gpu-check-out
+#   GPU_CHECK_SKIP=drift,racecheck scripts/gpu_check.sh
+#
+# Environment: CUDA_ARCHS (default 90), BUILD_DIR (default build-gpu-check), JOBS (default nproc),
+# TOMLPP_INCLUDE_DIR (default .carry/include when present: the GPU image lacks toml++).
+set -u
+OUT=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$OUT"
+BUILD_DIR=${BUILD_DIR:-build-gpu-check}
+JOBS=${JOBS:-$(nproc)}
+CUDA_ARCHS=${CUDA_ARCHS:-90}
+SKIP=${GPU_CHECK_SKIP:-}
+skip() { [[ ",$SKIP," == *",$1,"* ]]; }
+declare -A RESULT
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+
+# -------------------------------------------------------------- device and toolchain
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1
+  nvcc --version 2>&1 | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))' 2>&1
+} | tee "$OUT/device.txt"
+
+# -------------------------------------------------------------- build
+stamp "configure + build"
+toml=()
+if [[ -n "${TOMLPP_INCLUDE_DIR:-}" ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$TOMLPP_INCLUDE_DIR")
+elif [[ -d .carry/include/toml++ ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$PWD/.carry/include"); fi
+{
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNUMPROBE_ENABLE_CUDA=ON \
+    -DNUMPROBE_ENABLE_HIP=OFF -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target test_gpu gpu_attention_bench
+} > "$OUT/build.log" 2>&1
+if [[ $? -eq 0 ]]; then RESULT[build]=ok; else RESULT[build]=FAILED; tail -40 "$OUT/build.log"; fi
+# The CLI is needed only for the drift run; a failure there does not stop the rest.
+if ! skip drift; then
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target numprobe >> "$OUT/build.log" 2>&1 \
+    && RESULT[build_cli]=ok || RESULT[build_cli]=FAILED
+fi
+grep -E "registers|spill" "$OUT/build.log" | grep -i mma | head -5
+stamp "build: ${RESULT[build]}"
+
+# -------------------------------------------------------------- gpu tests
+if [[ ${RESULT[build]} == ok ]] && ! skip tests; then
+  stamp "ctest -L gpu"
+  (cd "$BUILD_DIR" && ctest -L gpu -j 8 --output-on-failure --timeout 300) > "$OUT/ctest.log" 2>&1
+  RESULT[tests]=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
+  grep -E "^\s*[0-9]+ - .*\(Failed|Timeout|SEGFAULT|Exception\)" "$OUT/ctest.log" | head -20
+  grep -E "Failure|Expected|rel_rms" "$OUT/ctest.log" | head -40
+  # The accuracy record: ratio to naive of every attention case, in one process.
+  "$BUILD_DIR/tests/gpu/test_gpu" --gtest_filter='*gpu_attention*' 2>&1 | grep "^\[accuracy\]" \
+    > "$OUT/accuracy.txt"
+  RESULT[accuracy]=$(sort -k3 -g "$OUT/accuracy.txt" | tail -1 |
+    awk -v n="$(wc -l < "$OUT/accuracy.txt")" '{printf "%d cases; worst ratio_to_naive %s (bound 2) on %s", n, $3, $6}')
+fi
+
+# -------------------------------------------------------------- benchmark vs torch SDPA
+if [[ ${RESULT[build]} == ok ]] && ! skip bench; then
+  stamp "bench"
+  "$BUILD_DIR/tests/gpu/gpu_attention_bench" 10 2>&1 | tee "$OUT/bench.txt"
+  PYTHONUNBUFFERED=1 python3 - <<'EOF' 2>&1 | tee -a "$OUT/bench.txt"
+import torch, torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+for b, s in ((4, 4096), (1, 16384)):
+    q = torch.randn(b, 32, s, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, 8, s, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, 8, s, 128, device="cuda", dtype=torch.bfloat16)
+    # GQA by expanding K/V outside the timed region (the flash backend then sees MHA shapes).
+    k32, v32 = k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        for _ in range(3):
+            F.scaled_dot_product_attention(q, k32, v32, is_causal=True)
+        torch.cuda.synchronize()
+        ms = []
+        for _ in range(10):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(); F.scaled_dot_product_attention(q, k32, v32, is_causal=True); e1.record()
+            torch.cuda.synchronize(); ms.append(e0.elapsed_time(e1))
+    ms.sort(); med = ms[len(ms) // 2]
+    flops = 4.0 * b * 32 * s * s * 128 / 2
+    print(f"bench torch_sdpa_flash causal B={b} S={s} Hq=32 Hkv=8 D=128 bf16 ms={med:.4f} tflops={flops / (med * 1e-3) / 1e12:.1f}")
+EOF
+fi
+
+# -------------------------------------------------------------- compute-sanitizer
+SMALL='*gpu_attention*/attention_T_129_S_129_*mask_causal_seed_11:*gpu_attention*/attention_T_65_S_65_*mask_none_seed_11:*returns_requested_rows*:*scalar_attention_T_65_S_65_*'
+if [[ ${RESULT[build]} == ok ]] && ! skip memcheck; then
+  stamp "memcheck"
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD_DIR/tests/gpu/test_gpu" \
+    --gtest_filter="$SMALL" > "$OUT/memcheck.log" 2>&1
+  rc=$?
+  RESULT[memcheck]="rc=$rc, $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+fi
+if [[ ${RESULT[build]} == ok ]] && ! skip racecheck; then
+  stamp "racecheck"
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$BUILD_DIR/tests/gpu/test_gpu" \
+    --gtest_filter='*gpu_attention*/attention_T_129_S_129_*mask_causal_seed_11:*scalar_attention_T_65_S_65_*' \
+    > "$OUT/racecheck.log" 2>&1
+  rc=$?
+  RESULT[racecheck]="rc=$rc, $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
+fi
+
+# -------------------------------------------------------------- drift end to end
+if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip drift; then
+  stamp "drift"
+  d0=$(date +%s.%N)
+  timeout 240 "$BUILD_DIR/numprobe" drift --backend cuda --seq 128..131072 --points tile \
+    --heads 32 --kv-heads 8 --head-dim 128 --mask causal > "$OUT/drift.txt" 2>&1
+  rc=$?
+  RESULT[drift]="rc=$rc, $(awk -v a="$d0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f s wall", b-a}')"
+  tail -25 "$OUT/drift.txt"
+fi
+
+# -------------------------------------------------------------- summary (last)
+echo
+echo "==================== numprobe gpu_check summary ===================="
+printf "%-12s %s\n" "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+for k in build build_cli tests accuracy memcheck racecheck drift; do
+  [[ -n "${RESULT[$k]:-}" ]] && printf "%-12s %s\n" "$k" "${RESULT[$k]}"
+done
+if [[ -f "$OUT/bench.txt" ]]; then
+  printf "%-8s %-10s %-12s %-12s %s\n" "S" "B" "ours TF/s" "sdpa TF/s" "ratio"
+  for s in 4096 16384; do
+    ours=$(grep "numprobe_cuda.* S=$s " "$OUT/bench.txt" | sed -E 's/.*tflops=([0-9.]+).*/\1/')
+    ref=$(grep "torch_sdpa_flash.* S=$s " "$OUT/bench.txt" | sed -E 's/.*tflops=([0-9.]+).*/\1/')
+    b=$(grep "numprobe_cuda.* S=$s " "$OUT/bench.txt" | sed -E 's/.*B=([0-9]+).*/\1/')
+    ratio=$(awk -v a="${ours:-0}" -v b="${ref:-0}" 'BEGIN{ if (b > 0) printf "%.2f", a/b; else print "-" }')
+    printf "%-8s %-10s %-12s %-12s %s\n" "$s" "${b:-?}" "${ours:--}" "${ref:--}" "$ratio"
+  done
+fi
+echo "total        $(( $(date +%s) - t0 )) s; logs in $OUT"
+[[ ${RESULT[build]} == ok ]]

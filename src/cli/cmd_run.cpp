@@ -1,0 +1,122 @@
+// `numprobe run [SCENARIO.toml]`: run a scenario's checks with their gates and write reports.
+// No argument runs the built-in default scenario. Exit code: the worst outcome (3 > 2 > 1 > 0);
+// 130 when interrupted (the partial reports are written, marked incomplete).
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <memory>
+#include <unistd.h>
+
+#include "numprobe/core/error.hpp"
+#include "reports/report_files.hpp"
+#include "reports/report_writer.hpp"
+#include "src/cli/case_options.hpp"
+#include "src/cli/command.hpp"
+#include "src/cli/progress.hpp"
+#include "src/providers/provider.hpp"
+#include "src/scenario/check_runner.hpp"
+#include "src/scenario/run_scenario.hpp"
+
+namespace numprobe::cli {
+namespace {
+
+struct run_flags {
+  std::string scenario;
+  std::string backend;
+  std::string filter;
+  std::string shard;
+  std::string out;
+  bool resume = false;
+  bool list = false;
+  std::map<std::string, std::string> paths;  // format -> PATH
+};
+
+extern "C" void on_sigint(int) {
+  scenario::interrupt_requested().store(true);
+  // A second Ctrl-C ends the process at once.
+  std::signal(SIGINT, SIG_DFL);
+}
+
+nlohmann::json devices() {
+  nlohmann::json d = nlohmann::json::array();
+  for (const auto& b : attention_backends()) d.push_back({{"backend", b.name}, {"description", b.description}});
+  return d;
+}
+
+void list_checks(const scenario::scenario& sc, const scenario::run_options& o) {
+  for (const auto* c : scenario::select_checks(sc, o)) {
+    std::string bounds;
+    for (const auto& b : c->bounds) bounds += (bounds.empty() ? "" : ", ") + b.text();
+    fmt::print("{:<10} {}  {}\n", c->probe, c->name, bounds);
+  }
+}
+
+}  // namespace
+
+void setup_run(CLI::App& app) {
+  auto f = std::make_shared<run_flags>();
+  auto* sub = app.add_subcommand("run", "run checks with gates; no argument runs the built-in default");
+  sub->add_option("scenario", f->scenario, "scenario TOML (default: the built-in default scenario)");
+  sub->add_option("--backend", f->backend, "override every check's backend: ref|emu|cuda|hip|best");
+  sub->add_option("--filter", f->filter, "run only checks whose name matches REGEX");
+  sub->add_option("--shard", f->shard, "run share i of N (0 <= i < N), e.g. 0/4");
+  sub->add_option("--out", f->out, "write every report and the journal into DIR");
+  sub->add_flag("--resume", f->resume, "continue an interrupted run from DIR/journal.jsonl (needs --out)");
+  sub->add_flag("--list", f->list, "list the selected checks and exit");
+  for (const auto& rf : reports::report_formats())
+    sub->add_option(fmt::format("--{}", rf.name), f->paths[std::string(rf.name)],
+                    fmt::format("write {} to PATH ('-' for stdout)", rf.description));
+  sub->callback([f] {
+    const bool builtin = f->scenario.empty();
+    const auto sc = builtin ? scenario::parse_scenario(scenario::default_scenario_text(), "(built-in default.toml)")
+                            : scenario::load_scenario_file(f->scenario);
+    scenario::run_options o;
+    o.backend_override = f->backend;
+    o.filter = f->filter;
+    if (!f->shard.empty()) o.shard = scenario::parse_shard(f->shard);
+    if (f->resume && f->out.empty()) throw_input_error("--resume", "needs --out DIR (the journal lives there)");
+    if (f->list) {
+      list_checks(sc, o);
+      return;
+    }
+    if (!f->out.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(f->out, ec);
+      if (ec) throw_input_error(f->out, "cannot create the output folder: " + ec.message());
+      o.journal = (std::filesystem::path(f->out) / "journal.jsonl").string();
+    }
+    o.resume = f->resume;
+    const bool to_stdout = std::any_of(f->paths.begin(), f->paths.end(), [](const auto& p) { return p.second == "-"; });
+    progress_bar bar;
+    o.on_start = [&bar](const scenario::check_spec& c, std::size_t i, std::size_t n) { bar.update(i, n, c.name); };
+
+    scenario::interrupt_requested().store(false);
+    auto* previous = std::signal(SIGINT, on_sigint);
+    auto rr = scenario::run_scenario(sc, o);
+    std::signal(SIGINT, previous);
+    bar.finish();
+
+    std::uint64_t seed = 7;
+    if (!sc.checks.empty()) seed = static_cast<std::uint64_t>(sc.checks.front().get_int("seed", 7));
+    rr.envelope = json_envelope("run", seed);
+    rr.envelope["devices"] = devices();
+    nlohmann::json seeds = nlohmann::json::object();
+    for (const auto& c : sc.checks) seeds[c.name] = c.get_int("seed", 7);
+    rr.envelope["seeds"] = {{"inputs", seed}, {"per_check", seeds}};
+    rr.envelope["command"] = "run";
+    reports::report_targets t;
+    t.out_dir = f->out;
+    t.paths = f->paths;
+    reports::write_reports(rr, t);
+    if (!to_stdout) {
+      const char* no_colour = std::getenv("NO_COLOR");
+      reports::terminal_writer(::isatty(STDOUT_FILENO) != 0 && !(no_colour && *no_colour)).print(rr);
+    }
+    if (!f->out.empty() && !to_stdout) fmt::print("reports in {}\n", f->out);
+    exit_status() = rr.incomplete && scenario::interrupt_requested().load() ? 130 : rr.exit_code();
+  });
+}
+
+}  // namespace numprobe::cli

@@ -1,0 +1,62 @@
+#include "numprobe/core/result.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "numprobe/core/error.hpp"
+
+namespace numprobe::result {
+
+std::string_view to_string(status s) {
+  switch (s) {
+    case status::m_pass: return "PASS";
+    case status::m_fail: return "FAIL";
+    case status::m_error: return "ERROR";
+  }
+  return "ERROR";
+}
+
+status parse_status(std::string_view text) {
+  if (text == "PASS") return status::m_pass;
+  if (text == "FAIL") return status::m_fail;
+  if (text == "ERROR") return status::m_error;
+  throw_input_error("status", fmt::format("'{}' is not PASS, FAIL or ERROR", text));
+}
+
+const metric* check_result::find_metric(std::string_view n) const {
+  for (const auto& m : metrics)
+    if (m.name == n) return &m;
+  return nullptr;
+}
+
+int check_result::exit_code() const {
+  switch (outcome) {
+    case status::m_pass: return 0;
+    case status::m_fail: return 1;
+    case status::m_error: return error_code == 3 ? 3 : 2;
+  }
+  return 3;
+}
+
+int run_result::exit_code() const {
+  int worst = 0;
+  for (const auto& c : checks) worst = std::max(worst, c.exit_code());
+  return worst;
+}
+
+std::int64_t run_result::count(status s) const {
+  return std::count_if(checks.begin(), checks.end(), [s](const auto& c) { return c.outcome == s; });
+}
+
+std::string format_value(double v, std::string_view format) {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (format == "int") return fmt::format("{}", static_cast<long long>(std::llround(v)));
+  if (format == "fixed") return fmt::format("{:.3f}", v);
+  if (format == "pct") return fmt::format("{:.3f}%", 100.0 * v);
+  if (v == 0.0) return "0";
+  return fmt::format("{:.3e}", v);
+}
+
+}  // namespace numprobe::result

@@ -1,0 +1,162 @@
+// bisect classifies every emulator fault into its bug class of NUMERICS.md ("Real bug classes"),
+// names the state of the precision faults, finds no failure in a healthy kernel, reports two
+// faults as both findings or "ambiguous", and gives the same trace twice. The expected classes
+// come from NUMERICS.md's table, not from bisect's own output.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "probes/bisect.hpp"
+
+using namespace numprobe;
+
+namespace {
+
+struct bisect_case {
+  const char* name;
+  std::vector<std::string> faults;
+  input_dist dist;
+  mask_kind mask;
+  std::int64_t queries;  // 0: T = S
+  std::int64_t window;
+  const char* expect_class;  // NUMERICS.md class name, or "no failure"
+  std::vector<std::string> expect_states;  // precision faults: the state held low
+};
+
+probes::bisect_options options(const bisect_case& b) {
+  probes::bisect_options o;
+  o.base.heads = 2;
+  o.base.kv_heads = 1;
+  o.base.head_dim = 32;
+  o.base.dtype = formats::format_id::m_bf16;
+  o.base.dist = b.dist;
+  o.base.mask = b.mask;
+  o.base.queries = b.queries;
+  o.base.window = b.window;
+  o.base.seed = 11;
+  o.seq_lo = 32;
+  o.seq_hi = 2048;
+  o.provider.backend = "emu";
+  o.provider.tile = tile_shape{32, 32};
+  o.provider.faults = b.faults;
+  o.probe.sampling.max_rows = 24;
+  o.probe.end_to_end = false;
+  o.probe.worst = 0;
+  return o;  // bound: the default, ratio_to_naive <= 2
+}
+
+std::string describe(const probes::bisect_result& r) {
+  std::string s = "classification '" + r.classification + "', supported:";
+  for (const auto& c : r.candidates) s += " [" + c + "]";
+  s += ", culprit states:";
+  for (const auto& c : r.precision.culprit) s += " " + c;
+  s += "\n" + probes::to_markdown(r);
+  return s;
+}
+
+class bisect_faults : public ::testing::TestWithParam<bisect_case> {};
+
+TEST_P(bisect_faults, classifies_into_the_numerics_class) {
+  const auto& b = GetParam();
+  const auto r = probes::run_bisect(options(b));
+  const std::string expect = b.expect_class;
+  if (expect == "no failure") {
+    EXPECT_FALSE(r.failure_found) << describe(r);
+    EXPECT_EQ(r.classification, "no failure");
+    EXPECT_TRUE(r.candidates.empty());
+    EXPECT_TRUE(r.precision.culprit.empty());
+    return;
+  }
+  ASSERT_TRUE(r.failure_found) << describe(r);
+  EXPECT_EQ(r.classification, expect) << describe(r);
+  EXPECT_GT(r.length.first_failing, 0);
+  if (!b.expect_states.empty()) EXPECT_EQ(r.precision.culprit, b.expect_states) << describe(r);
+  else EXPECT_TRUE(r.precision.culprit.empty()) << describe(r);
+}
+
+const bisect_case k_cases[] = {
+    {"healthy_normal_causal", {}, input_dist::m_normal, mask_kind::m_causal, 0, 0, "no failure", {}},
+    {"healthy_rescale_stress", {}, input_dist::m_rescale_stress, mask_kind::m_causal, 0, 0, "no failure", {}},
+    {"healthy_diffuse", {}, input_dist::m_diffuse, mask_kind::m_none, 0, 0, "no failure", {}},
+    {"skip_rescale", {"skip-rescale"}, input_dist::m_rescale_stress, mask_kind::m_causal, 0, 0,
+     "rescale or merge frame", {}},
+    {"stale_max", {"stale-max"}, input_dist::m_rescale_stress, mask_kind::m_none, 0, 0,
+     "rescale or merge frame", {}},
+    {"rowsum_bf16", {"rowsum-bf16"}, input_dist::m_diffuse, mask_kind::m_none, 0, 0,
+     "low-precision accumulation", {"l"}},
+    {"acc_bf16", {"acc-bf16"}, input_dist::m_diffuse, mask_kind::m_none, 0, 0,
+     "low-precision accumulation", {"o"}},
+    {"mask_top_left", {"mask-top-left"}, input_dist::m_normal, mask_kind::m_causal, 3, 0, "mask geometry", {}},
+    {"no_empty_guard", {"no-empty-guard"}, input_dist::m_normal, mask_kind::m_window, 0, 48,
+     "empty or masked split", {}},
+    {"drop_tail_tile", {"drop-tail-tile"}, input_dist::m_normal, mask_kind::m_none, 0, 0,
+     "paged or tail tile", {}},
+    {"finite_sentinel", {"finite-sentinel"}, input_dist::m_shifted, mask_kind::m_causal, 0, 0,
+     "finite sentinel", {}},
+};
+
+INSTANTIATE_TEST_SUITE_P(emu, bisect_faults, ::testing::ValuesIn(k_cases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Two faults at once: both findings, or an honest "ambiguous"; never one confident wrong class.
+struct mixed_case {
+  const char* name;
+  bisect_case c;
+  std::set<std::string> classes;  // the two faults' classes
+};
+
+class bisect_mixed : public ::testing::TestWithParam<mixed_case> {};
+
+TEST_P(bisect_mixed, reports_both_or_ambiguous) {
+  const auto& m = GetParam();
+  const auto r = probes::run_bisect(options(m.c));
+  ASSERT_TRUE(r.failure_found) << describe(r);
+  for (const auto& c : r.candidates) EXPECT_TRUE(m.classes.count(c)) << "unexpected class " << c << describe(r);
+  const std::set<std::string> got(r.candidates.begin(), r.candidates.end());
+  EXPECT_TRUE(got == m.classes || r.classification == "ambiguous") << describe(r);
+  EXPECT_NE(r.classification, "unclassified") << describe(r);
+}
+
+const mixed_case k_mixed[] = {
+    {"skip_rescale_and_rowsum_bf16",
+     {"", {"skip-rescale", "rowsum-bf16"}, input_dist::m_rescale_stress, mask_kind::m_causal, 0, 0, "", {}},
+     {"rescale or merge frame", "low-precision accumulation"}},
+    {"mask_top_left_and_finite_sentinel",
+     {"", {"mask-top-left", "finite-sentinel"}, input_dist::m_shifted, mask_kind::m_causal, 3, 0, "", {}},
+     {"mask geometry", "finite sentinel"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(emu, bisect_mixed, ::testing::ValuesIn(k_mixed),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(bisect_trace, same_command_gives_the_same_trace) {
+  const bisect_case b{"", {"stale-max"}, input_dist::m_rescale_stress, mask_kind::m_none, 0, 0, "", {}};
+  const auto a = probes::run_bisect(options(b));
+  const auto c = probes::run_bisect(options(b));
+  ASSERT_FALSE(a.trace.empty());
+  EXPECT_EQ(probes::to_json(a, false).dump(), probes::to_json(c, false).dump());
+}
+
+TEST(bisect_trace, every_step_carries_its_case_and_decision) {
+  const bisect_case b{"", {"drop-tail-tile"}, input_dist::m_normal, mask_kind::m_none, 0, 0, "", {}};
+  const auto r = probes::run_bisect(options(b));
+  ASSERT_TRUE(r.failure_found);
+  EXPECT_TRUE(r.length.tile_aligned);
+  for (const auto& s : r.trace) {
+    EXPECT_FALSE(s.case_id.empty()) << s.index;
+    EXPECT_FALSE(s.change.empty()) << s.index;
+    EXPECT_FALSE(s.decision.empty()) << s.index << " " << s.change;
+  }
+  // The first failing length sits between a passing and a failing measurement.
+  bool pass_below = r.length.fails_at_lowest, fail_at = false;
+  for (const auto& s : r.trace) {
+    if (s.stage != "length" && s.stage != "tile") continue;
+    if (s.seq == r.length.last_passing && !s.failed) pass_below = true;
+    if (s.seq == r.length.first_failing && s.failed) fail_at = true;
+  }
+  EXPECT_TRUE(pass_below);
+  EXPECT_TRUE(fail_at);
+}
+
+}  // namespace
