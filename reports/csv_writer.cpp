@@ -7,7 +7,7 @@
 namespace numprobe::reports {
 namespace {
 
-std::string quoted(std::string_view s) {
+std::string csv_quoted(std::string_view s) {
   std::string o = "\"";
   for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return o + "\"";
@@ -23,8 +23,8 @@ void csv_writer::do_write(const result::run_result& r, std::ostream& out) const 
     for (const auto& cv : c.curves)
       for (const auto& s : cv.lines)
         for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
-          out << fmt::format("{},{},{},{},{},{}\n", quoted(c.name), quoted(c.case_id), quoted(cv.y_label),
-                             quoted(s.name), number(s.x[i]), number(s.y[i]));
+          out << fmt::format("{},{},{},{},{},{}\n", csv_quoted(c.name), csv_quoted(c.case_id), csv_quoted(cv.y_label),
+                             csv_quoted(s.name), number(s.x[i]), number(s.y[i]));
 }
 
 }  // namespace numprobe::reports
