@@ -59,8 +59,13 @@ attention_point run_attention_point(attention_provider& provider, const attentio
   p.seq = c.seq;
   p.queries = c.t();
   auto t0 = clock_type::now();
-  const attention_inputs in = opts.prefix_source ? attention_inputs(c, *opts.prefix_source)
-                                                 : attention_inputs(c, opts.end_to_end);
+  std::optional<attention_inputs> generated;
+  if (opts.inputs && opts.inputs->c().id() != c.id())
+    throw_input_error("inputs", fmt::format("given inputs are for {}, not {}", opts.inputs->c().id(), c.id()));
+  const attention_inputs& in =
+      opts.inputs ? *opts.inputs
+                  : generated.emplace(opts.prefix_source ? attention_inputs(c, *opts.prefix_source)
+                                                         : attention_inputs(c, opts.end_to_end));
   row_sampling sampling = opts.sampling;
   const tile_shape tiles = provider.tiles();
   if (tiles.known()) {

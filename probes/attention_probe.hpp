@@ -53,6 +53,9 @@ struct attention_probe_options {
   // When set, K/V are taken as the prefix of these inputs (same generated case, longer S)
   // instead of being generated again: sweeps generate once at their longest length.
   const attention_inputs* prefix_source = nullptr;
+  // When set, these inputs are used exactly as they are (tensors read from files: `attention
+  // --inputs DIR`); their case must be the case of the point.
+  const attention_inputs* inputs = nullptr;
 };
 
 [[nodiscard]] attention_point run_attention_point(attention_provider& provider,

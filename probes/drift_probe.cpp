@@ -92,7 +92,15 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
     attention_case c = opts.base;
     c.seq = lengths[i];
     c.validate();
-    attention_point p = run_attention_point(provider, c, probe);
+    attention_point p;
+    try {
+      p = run_attention_point(provider, c, probe);
+    } catch (const error& e) {
+      if (e.code() != exit_code::m_backend) throw;
+      r.point_errors.push_back({c.seq, c.id(), e.what()});
+      if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
+      continue;
+    }
     r.tiles = provider.tiles();
     if (p.kernel.nan_count > 0 || p.kernel.inf_count > 0) ++r.nan_points;
     xs.push_back(key_tiles(c.seq, r.tiles.known() ? r.tiles.k : 64));
@@ -148,6 +156,9 @@ nlohmann::json to_json(const drift_result& r) {
   nlohmann::json breaches = nlohmann::json::array();
   for (const auto& b : r.breaches)
     breaches.push_back({{"seq", b.seq}, {"bound", b.bound}, {"measured", json_number(b.measured)}});
+  nlohmann::json errors = nlohmann::json::array();
+  for (const auto& e : r.point_errors)
+    errors.push_back({{"seq", e.seq}, {"case", e.case_id}, {"error", e.message}});
   return {{"provider", r.provider},
           {"tile", {{"q", r.tiles.q}, {"k", r.tiles.k}}},
           {"points", pts},
@@ -162,6 +173,7 @@ nlohmann::json to_json(const drift_result& r) {
             {"verdict", r.growth.verdict}}},
           {"nan_points", r.nan_points},
           {"breaches", breaches},
+          {"point_errors", errors},
           {"tile_pattern", r.tile_pattern},
           {"seconds", r.seconds}};
 }

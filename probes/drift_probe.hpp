@@ -34,12 +34,21 @@ struct drift_breach {
   double measured = 0.0;
 };
 
+// A point whose backend failed (exec command crashed, timed out, wrote garbage...): recorded,
+// and the sweep goes on with the other points.
+struct drift_point_error {
+  std::int64_t seq = 0;
+  std::string case_id;
+  std::string message;
+};
+
 struct drift_result {
   std::string provider;
   tile_shape tiles;
   std::vector<attention_point> points;
   metrics::growth_fit growth;
   std::vector<drift_breach> breaches;  // point and growth breaches of the bounds
+  std::vector<drift_point_error> point_errors;  // backend failures (exit 3), other points ran
   std::int64_t nan_points = 0;
   // Where the breaching points sit relative to the key tile: "none", "multiples" (all at
   // S = k*Bk), "non-multiples" (all at S != k*Bk: partial tail tiles), "mixed", "unknown-tile".

@@ -12,7 +12,8 @@ nlohmann::json num(double v) {
   return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
 }
 
-nlohmann::json block_json(const formats::quant_result& q, std::int64_t index) {
+nlohmann::json block_json(const quant_report& r, std::int64_t index) {
+  const auto& q = r.result;
   const auto& b = q.blocks[static_cast<std::size_t>(index)];
   nlohmann::json j = {{"index", index},
                       {"row0", b.row0},
@@ -24,6 +25,7 @@ nlohmann::json block_json(const formats::quant_result& q, std::int64_t index) {
                       {"scale", num(b.scale)},
                       {"scale_code", b.scale_code},
                       {"flushed", b.flushed},
+                      {"outlier_flushed", r.outlier_flushes[static_cast<std::size_t>(index)]},
                       {"clipped", b.clipped},
                       {"nonfinite", b.nonfinite},
                       {"scale_underflow", b.scale_underflow}};
@@ -72,9 +74,9 @@ nlohmann::json to_json(const quant_report& r) {
   j["outlier_flushed"] = m.outlier_flushed;
   j["bits_per_element"] = m.bits_per_element;
   j["worst_blocks"] = nlohmann::json::array();
-  for (auto b : r.worst_blocks) j["worst_blocks"].push_back(block_json(r.result, b));
+  for (auto b : r.worst_blocks) j["worst_blocks"].push_back(block_json(r, b));
   if (r.worked.index >= 0) {
-    auto w = block_json(r.result, r.worked.index);
+    auto w = block_json(r, r.worked.index);
     w["elements"] = r.worked.flat;
     w["input"] = nlohmann::json::array();
     w["dequant"] = nlohmann::json::array();

@@ -35,12 +35,41 @@ std::string case_id(const quant_probe_options& o, std::int64_t rows, std::int64_
   return id;
 }
 
-// An outlier block: a scaled block whose scale was set by one element (its amax) and which
-// flushed at least one non-zero neighbour to zero. Blocks whose scale itself underflowed are
-// counted apart (scale_underflow): their flushes are not the outlier's doing.
-bool is_outlier_block(const formats::quant_result& q, const formats::block_stats& b) {
-  return q.config.kind != scheme_kind::m_none && !b.scale_underflow && b.argmax >= 0 &&
-         b.flushed > 0 && b.rows * b.cols > 1;
+// The magnitude below which an element codes as zero, relative to the block's effective scale:
+// half the smallest positive element value under RNE (e2m1: 0.25, NUMERICS.md), half a step
+// for integers (MXINT8 steps are 2^-6).
+double flush_ratio(const formats::scheme_config& c) {
+  const auto& e = formats::info(c.element);
+  if (c.kind == scheme_kind::m_asym) return 0.5;
+  const double unit = (c.kind == scheme_kind::m_mx && c.element == formats::format_id::m_i8)
+                          ? 0x1.0p-6 : 1.0;
+  return 0.5 * (e.is_float ? e.min_subnormal : 1.0) * unit;
+}
+
+// Outlier flushes of one block: flushed elements that would have survived had the scale been
+// set by the block's second-largest magnitude instead (the scale shrinks by amax2 / amax).
+// Blocks whose scale itself underflowed are counted apart (scale_underflow).
+std::int32_t outlier_flushes(const formats::quant_result& q, std::span<const double> x,
+                             const formats::block_stats& b, double ratio) {
+  if (q.config.kind == scheme_kind::m_none || b.scale_underflow || b.flushed == 0 || b.argmax < 0)
+    return 0;
+  const std::int64_t cols = q.grid.cols;
+  double amax2 = 0.0;
+  for (std::int64_t r = b.row0; r < b.row0 + b.rows; ++r)
+    for (std::int64_t c = b.col0; c < b.col0 + b.cols; ++c) {
+      const std::int64_t i = r * cols + c;
+      if (i != b.argmax && std::isfinite(x[i])) amax2 = std::max(amax2, std::fabs(x[i]));
+    }
+  if (amax2 == 0.0) return 0;
+  const double survive = ratio * b.scale * (amax2 / b.amax);
+  std::int32_t n = 0;
+  for (std::int64_t r = b.row0; r < b.row0 + b.rows; ++r)
+    for (std::int64_t c = b.col0; c < b.col0 + b.cols; ++c) {
+      const std::int64_t i = r * cols + c;
+      if (std::isfinite(x[i]) && x[i] != 0.0 && q.dequant[i] == 0.0 && std::fabs(x[i]) > survive)
+        ++n;
+    }
+  return n;
 }
 
 quant_metrics measure(const formats::quant_result& q, std::span<const double> x) {
@@ -69,11 +98,6 @@ quant_metrics measure(const formats::quant_result& q, std::span<const double> x)
   m.nan_inputs = q.nan_inputs;
   m.inf_inputs = q.inf_inputs;
   m.blocks = static_cast<std::int64_t>(q.blocks.size());
-  for (const auto& b : q.blocks)
-    if (is_outlier_block(q, b)) {
-      ++m.outlier_blocks;
-      m.outlier_flushed += b.flushed;
-    }
   m.bits_per_element = formats::bits_per_element(q.config, q.grid.rows, q.grid.cols);
   return m;
 }
@@ -167,13 +191,22 @@ quant_report run_quant(const quant_probe_options& o) {
   r.result = formats::quantize(o.config, r.input, rows, cols);
   r.metrics = measure(r.result, r.input);
 
-  // Worst blocks: outlier blocks by flushes, then by amax (the larger outlier first).
+  // Outlier blocks, and the worst of them: by outlier flushes, then by amax (larger first).
   const auto& blocks = r.result.blocks;
+  r.outlier_flushes.assign(blocks.size(), 0);
+  const double ratio = flush_ratio(o.config);
+#pragma omp parallel for schedule(dynamic, 256)
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(blocks.size()); ++i)
+    r.outlier_flushes[i] = outlier_flushes(r.result, r.input, blocks[i], ratio);
   for (std::size_t i = 0; i < blocks.size(); ++i)
-    if (is_outlier_block(r.result, blocks[i])) r.worst_blocks.push_back(static_cast<std::int64_t>(i));
+    if (r.outlier_flushes[i] > 0) {
+      ++r.metrics.outlier_blocks;
+      r.metrics.outlier_flushed += r.outlier_flushes[i];
+      r.worst_blocks.push_back(static_cast<std::int64_t>(i));
+    }
   const auto by_harm = [&](std::int64_t a, std::int64_t b) {
-    const auto &x = blocks[a], &y = blocks[b];
-    return x.flushed != y.flushed ? x.flushed > y.flushed : x.amax > y.amax;
+    const auto fa = r.outlier_flushes[a], fb = r.outlier_flushes[b];
+    return fa != fb ? fa > fb : blocks[a].amax > blocks[b].amax;
   };
   const std::size_t keep = std::min(o.worst_count, r.worst_blocks.size());
   std::partial_sort(r.worst_blocks.begin(), r.worst_blocks.begin() + keep, r.worst_blocks.end(),

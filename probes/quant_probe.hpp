@@ -34,8 +34,10 @@ struct quant_metrics {
   std::int64_t nan_inputs = 0, inf_inputs = 0;
   std::int64_t nonfinite_outputs = 0;  // finite inputs that dequantized to NaN/inf (overflow)
   std::int64_t blocks = 0;
-  std::int64_t outlier_blocks = 0;   // see quant_probe.cpp, is_outlier_block
-  std::int64_t outlier_flushed = 0;  // the flushes inside those blocks
+  // Outlier flushes: flushed elements that would have survived had the scale been set by the
+  // block's second-largest magnitude; an outlier block holds at least one.
+  std::int64_t outlier_blocks = 0;
+  std::int64_t outlier_flushed = 0;
   double bits_per_element = 0.0;
 };
 
@@ -62,7 +64,8 @@ struct quant_report {
   formats::quant_result result;
   std::vector<double> input;
   quant_metrics metrics;
-  std::vector<std::int64_t> worst_blocks;  // block indices, worst first
+  std::vector<std::int32_t> outlier_flushes;  // per block
+  std::vector<std::int64_t> worst_blocks;      // block indices, worst first
   worked_block worked;                     // the worst outlier block (else the max-error one)
   std::vector<quant_breach> breaches;
   double seconds = 0.0;

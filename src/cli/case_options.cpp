@@ -13,7 +13,8 @@
 namespace numprobe::cli {
 
 void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
-  sub->add_option("--backend", f.backend, "implementation under test: ref|emu|cuda|hip")
+  sub->add_option("--backend", f.backend,
+                  "implementation under test: ref|emu|cuda|hip|plugin:LIB.so|exec:'CMD {in} {out}'|exec-worker:'CMD'")
       ->capture_default_str();
   sub->add_option("--seq", f.seq, seq_help)->capture_default_str();
   sub->add_option("--queries", f.queries, "query rows T (0: T = S)")->capture_default_str();
@@ -42,6 +43,11 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
   sub->add_option("--json", f.json, "write JSON to PATH (- for stdout)");
   sub->add_flag("--no-e2e", f.no_e2e, "skip the end-to-end (unrounded inputs) reference");
   sub->add_option("--device", f.device, "GPU ordinal")->capture_default_str();
+  sub->add_option("--exec-timeout", f.exec_timeout,
+                  "exec backends: seconds per case (worker: per answer) before the process group is killed")
+      ->capture_default_str();
+  sub->add_flag("--exec-worker", f.exec_worker, "exec:CMD is a worker (one process per sweep, line protocol)");
+  sub->add_flag("--keep", f.keep, "exec backends: keep each case's temporary directory");
 }
 
 std::int64_t parse_positive(const std::string& text, const std::string& flag) {
@@ -98,6 +104,9 @@ provider_options make_provider_options(const case_flags& f) {
     o.states[s.substr(0, eq)] = s.substr(eq + 1);
   }
   o.faults = f.inject;
+  o.exec_timeout_s = f.exec_timeout;
+  o.exec_worker = f.exec_worker;
+  o.keep_temp = f.keep;
   return o;
 }
 

@@ -39,6 +39,12 @@ struct case_flags {
   std::string csv;
   bool no_e2e = false;
   int device = 0;
+  // bring your own kernel (issue 8)
+  double exec_timeout = 60.0;  // --exec-timeout SECONDS
+  bool exec_worker = false;    // --exec-worker
+  bool keep = false;           // --keep
+  std::string inputs;          // attention --inputs DIR (dumped tensors; nothing is run)
+  std::string candidate;       // attention --candidate O.npy
 };
 
 // Adds the flags; `seq_help` differs between attention (S) and drift (A..B).

@@ -6,6 +6,7 @@
 #include "probes/attention_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/dumped_inputs.hpp"
 #include "src/cli/table.hpp"
 
 namespace numprobe::cli {
@@ -59,17 +60,24 @@ void setup_attention(CLI::App& app) {
   auto flags = std::make_shared<case_flags>();
   auto* sub = app.add_subcommand("attention", "one attention case on a backend vs the reference");
   add_case_flags(sub, *flags, "keys S");
+  sub->add_option("--inputs", flags->inputs,
+                  "judge dumped tensors: DIR with case.json and q/k/v (.npy or inputs.safetensors)");
+  sub->add_option("--candidate", flags->candidate, "with --inputs: the dumped output (default DIR/o.npy)");
   sub->callback([flags] {
     const auto& f = *flags;
-    const attention_case c = make_case(f, parse_positive(f.seq, "--seq"));
+    std::optional<dumped_attention> dumped;
+    if (!f.inputs.empty() || !f.candidate.empty())
+      dumped.emplace(load_dumped_attention(f.inputs, f.candidate, make_provider_options(f).tile));
+    const attention_case c = dumped ? dumped->inputs.c() : make_case(f, parse_positive(f.seq, "--seq"));
     const auto bounds = make_bounds(f);
     for (const auto& b : bounds) {
       probes::attention_point probe_point;
       if (!probe_point.metric(b.metric) && b.metric.rfind("e2e.", 0) != 0)
         throw_input_error("--bound", fmt::format("unknown metric '{}' for attention", b.metric));
     }
-    auto prov = make_attention_provider(make_provider_options(f));
+    auto prov = dumped ? std::move(dumped->candidate) : make_attention_provider(make_provider_options(f));
     probes::attention_probe_options po;
+    if (dumped) po.inputs = &dumped->inputs;
     po.sampling = make_sampling(f, c.t() <= 1024 ? 0 : 256);
     po.end_to_end = !f.no_e2e;
     const auto p = probes::run_attention_point(*prov, c, po);

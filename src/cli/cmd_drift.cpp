@@ -1,5 +1,6 @@
 // `numprobe drift`: error against sequence length across tile boundaries, with a growth fit.
 #include <fmt/format.h>
+#include <algorithm>
 #include <memory>
 
 #include "numprobe/core/error.hpp"
@@ -51,9 +52,28 @@ void print_drift(const probes::drift_result& r, const std::vector<bound>& bounds
   fmt::print("\ngrowth    slope {} +- {} (log rel_rms vs log key tiles, {} points)  verdict: {}\n",
              fixed3(r.growth.slope), fixed3(r.growth.slope_stderr), r.growth.points, r.growth.verdict);
   if (r.nan_points) fmt::print("NaN/Inf   {} points hold NaN or Inf in the output\n", r.nan_points);
+  for (const auto& e : r.point_errors)  // backend failures: the sweep went on without them
+    fmt::print("ERROR     seq {}: {}\n", e.seq, e.message);
+  // One line per bound: how many points break it, the first, and the worst.
+  std::vector<std::string> order;
   for (const auto& b : r.breaches)
-    fmt::print("FAIL {}  measured {}{}\n", b.bound, sci(b.measured),
-               b.seq ? fmt::format(" at seq {}", b.seq) : "");
+    if (std::find(order.begin(), order.end(), b.bound) == order.end()) order.push_back(b.bound);
+  for (const auto& name : order) {
+    std::size_t n = 0;
+    const probes::drift_breach* first = nullptr;
+    const probes::drift_breach* worst = nullptr;
+    for (const auto& b : r.breaches) {
+      if (b.bound != name) continue;
+      ++n;
+      if (!first) first = &b;
+      if (!worst || !(b.measured <= worst->measured)) worst = &b;
+    }
+    if (first->seq == 0)
+      fmt::print("FAIL {}  measured {}\n", name, sci(first->measured));
+    else
+      fmt::print("FAIL {}  at {} of {} points; first at seq {} ({}), worst {} at seq {}\n", name, n,
+                 r.points.size(), first->seq, sci(first->measured), sci(worst->measured), worst->seq);
+  }
   if (!r.breaches.empty() || r.nan_points)
     fmt::print("breaches sit on: {}\n", r.tile_pattern);
   if (bounds.empty())
@@ -102,7 +122,8 @@ void setup_drift(CLI::App& app) {
       doc["pass"] = !r.gated_breach;
       write_json(f.json, doc);
     }
-    exit_status() = r.gated_breach ? 1 : 0;
+    // A point whose backend failed is exit 3 (backend failed), above a breach.
+    exit_status() = !r.point_errors.empty() ? 3 : r.gated_breach ? 1 : 0;
   });
 }
 

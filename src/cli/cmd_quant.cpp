@@ -76,10 +76,6 @@ probes::quant_probe_options make_options(const quant_flags& f) {
   return o;
 }
 
-std::string pct(std::int64_t n, std::int64_t of) {
-  return fmt::format("{} ({:.4f}%)", n, of ? 100.0 * static_cast<double>(n) / static_cast<double>(of) : 0.0);
-}
-
 std::string rc(std::int64_t flat, std::int64_t cols) {
   return fmt::format("({},{})", flat / cols, flat % cols);
 }
@@ -96,17 +92,22 @@ void print_report(const probes::quant_report& r) {
   if (c.kind == formats::scheme_kind::m_nvfp4) fmt::print(", tensor scale {}", sci(q.tensor_scale));
   if (c.kind == formats::scheme_kind::m_mx) fmt::print(", rule {}", formats::name(c.rule));
   fmt::print("\n\n");
-  text_table t({"metric", "value"});
-  t.add({"sqnr_db", fixed3(m.sqnr_db)});
-  t.add({"rel_rms", sci(m.rel_rms)});
-  t.add({"max_abs", sci(m.max_abs)});
-  t.add({"max_rel", sci(m.max_rel)});
-  t.add({"flushed", pct(m.flushed, m.elements)});
-  t.add({"clipped", pct(m.clipped, m.elements)});
-  t.add({"scale_underflow", fmt::format("{} of {} blocks", m.scale_underflow_blocks, m.blocks)});
-  t.add({"outlier_blocks", fmt::format("{} of {} blocks, {} flushes inside", m.outlier_blocks,
-                                       m.blocks, m.outlier_flushed)});
-  t.add({"bits_per_element", fmt::format("{:.4f}", m.bits_per_element)});
+  text_table t({"metric", "value", ""});
+  const auto frac = [&](std::int64_t n) {
+    return fmt::format("{:.4f}% of elements", m.elements ? 100.0 * double(n) / double(m.elements) : 0.0);
+  };
+  t.add({"sqnr_db", fixed3(m.sqnr_db), "dB"});
+  t.add({"rel_rms", sci(m.rel_rms), ""});
+  t.add({"max_abs", sci(m.max_abs), ""});
+  t.add({"max_rel", sci(m.max_rel), ""});
+  t.add({"flushed", std::to_string(m.flushed), "non-zero in, zero out; " + frac(m.flushed)});
+  t.add({"clipped", std::to_string(m.clipped), "beyond the element max; " + frac(m.clipped)});
+  t.add({"scale_underflow", std::to_string(m.scale_underflow_blocks),
+         fmt::format("blocks of {} whose scale flushed", m.blocks)});
+  t.add({"outlier_blocks", std::to_string(m.outlier_blocks),
+         fmt::format("blocks of {}; {} neighbours flushed by the element that set the scale",
+                     m.blocks, m.outlier_flushed)});
+  t.add({"bits_per_element", fmt::format("{:.4f}", m.bits_per_element), "including scales"});
   t.print();
   if (m.nan_inputs || m.inf_inputs || m.nonfinite_outputs)
     fmt::print("NON-FINITE: {} NaN and {} Inf inputs (excluded from the error metrics); {} finite "
@@ -114,11 +115,12 @@ void print_report(const probes::quant_report& r) {
                m.nan_inputs, m.inf_inputs, m.nonfinite_outputs);
   if (!r.worst_blocks.empty()) {
     fmt::print("\nworst outlier blocks\n");
-    text_table w({"block", "at", "amax", "set by", "scale", "flushed", "clipped"});
+    text_table w({"block", "at", "amax", "set by", "scale", "flushed", "by outlier", "clipped"});
     for (auto i : r.worst_blocks) {
       const auto& b = q.blocks[static_cast<std::size_t>(i)];
       w.add({std::to_string(i), rc(b.row0 * q.grid.cols + b.col0, q.grid.cols), sci(b.amax),
              rc(b.argmax, q.grid.cols), sci(b.scale), std::to_string(b.flushed),
+             std::to_string(r.outlier_flushes[static_cast<std::size_t>(i)]),
              std::to_string(b.clipped)});
     }
     w.print();

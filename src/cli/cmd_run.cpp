@@ -70,7 +70,7 @@ void setup_run(CLI::App& app) {
                     fmt::format("write {} to PATH ('-' for stdout)", rf.description));
   sub->callback([f] {
     const bool builtin = f->scenario.empty();
-    const auto sc = builtin ? scenario::parse_scenario(scenario::default_scenario_text(), "(built-in default.toml)")
+    const auto sc = builtin ? scenario::parse_scenario(scenario::default_scenario_text(), "built-in default.toml")
                             : scenario::load_scenario_file(f->scenario);
     scenario::run_options o;
     o.backend_override = f->backend;

@@ -10,4 +10,6 @@
 namespace numprobe {
 void register_ref_provider();
 void register_emu_provider();
+void register_exec_provider();    // exec:CMD and exec-worker:CMD (exec_provider.cpp)
+void register_plugin_provider();  // plugin:lib.so (plugin_provider.cpp)
 }  // namespace numprobe

@@ -31,6 +31,10 @@ struct provider_options {
   std::map<std::string, std::string> states;  // --state NAME=DTYPE
   std::vector<std::string> faults;          // --inject FAULT (repeatable)
   int device = 0;                           // GPU ordinal
+  // exec / exec-worker backends (issue 8)
+  double exec_timeout_s = 60.0;             // --exec-timeout: per case (worker: per answer)
+  bool exec_worker = false;                 // --exec-worker: exec:CMD speaks the worker protocol
+  bool keep_temp = false;                   // --keep: keep each case's exec directory
 };
 
 class attention_provider {

@@ -25,6 +25,8 @@ void register_builtins() {
   std::call_once(once, [] {
     register_ref_provider();
     register_emu_provider();
+    register_exec_provider();
+    register_plugin_provider();
 #if NUMPROBE_HAVE_CUDA
     register_cuda_provider();
 #endif

@@ -64,7 +64,7 @@ probes::quant_probe_options make_options(const check_spec& s) {
   return o;
 }
 
-// Flushed elements per block, summed into at most 64 x 64 cells so the map stays readable.
+// Flushed elements per block, summed into at most 32 x 32 cells so the map stays readable.
 result::heat_map flush_map(const formats::quant_result& q) {
   result::heat_map h;
   h.title = "flushed elements per quantization block";
@@ -72,8 +72,8 @@ result::heat_map flush_map(const formats::quant_result& q) {
   h.row_label = "block row";
   h.col_label = "block column";
   const std::int64_t gr = q.grid.grid_rows, gc = q.grid.grid_cols;
-  h.row_step = std::max<std::int64_t>(1, (gr + 63) / 64);
-  h.col_step = std::max<std::int64_t>(1, (gc + 63) / 64);
+  h.row_step = std::max<std::int64_t>(1, (gr + 31) / 32);
+  h.col_step = std::max<std::int64_t>(1, (gc + 31) / 32);
   h.rows = (gr + h.row_step - 1) / h.row_step;
   h.cols = (gc + h.col_step - 1) / h.col_step;
   h.values.assign(static_cast<std::size_t>(h.rows * h.cols), 0.0);

@@ -72,6 +72,22 @@ state_dtypes effective_states(const flash_config& cfg) {
   return st;
 }
 
+// max over n values (-inf when n == 0). Max is exact, so the order is free: eight partial
+// maxima keep it in vector registers (a single running max was spilled by the compiler).
+template <class A>
+A row_maximum(const A* x, std::int64_t n) {
+  constexpr int lanes = 8;
+  A part[lanes];
+  for (A& v : part) v = -std::numeric_limits<A>::infinity();
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    for (int k = 0; k < lanes; ++k) part[k] = x[i + k] > part[k] ? x[i + k] : part[k];
+  for (; i < n; ++i) part[0] = x[i] > part[0] ? x[i] : part[0];
+  A m = part[0];
+  for (int k = 1; k < lanes; ++k) m = part[k] > m ? part[k] : m;
+  return m;
+}
+
 // One (row, query head) pair: a query vector of the batched walk.
 struct query_vec {
   std::size_t row_index;  // position in the requested rows
@@ -257,11 +273,7 @@ class flash_runner {
         const std::int64_t vhi = std::max(vlo, std::clamp(vecs[v].keys.end - k0, std::int64_t{0}, nk));
         for (std::int64_t c = 0; c < vlo; ++c) x[static_cast<std::size_t>(c)] = -inf;
         for (std::int64_t c = vhi; c < nk; ++c) x[static_cast<std::size_t>(c)] = -inf;
-        A row_max = -inf;
-        for (std::int64_t c = vlo; c < vhi; ++c) {
-          const A xc = x[static_cast<std::size_t>(c)];
-          row_max = xc > row_max ? xc : row_max;
-        }
+        const A row_max = row_maximum(x.data() + vlo, vhi - vlo);
 
         // Online softmax step. The empty-row guard: a row that has seen no valid key keeps
         // m = -inf, and exp is taken against 0 instead, so exp(-inf - -inf) never happens.

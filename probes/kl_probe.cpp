@@ -1,0 +1,250 @@
+#include "probes/kl_probe.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <mutex>
+#include <thread>
+
+#include "numprobe/core/error.hpp"
+#include "numprobe/io/load_tensor.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+struct rows_view {
+  io::tensor_view t;
+  std::int64_t rows = 0, vocab = 0;
+};
+
+rows_view open_logits(const std::string& spec, const std::string& role) {
+  if (spec.empty()) throw_input_error(role, "no file given");
+  rows_view r{io::load_tensor(spec)};
+  const auto& t = r.t;
+  using io::dtype;
+  if (t.dtype != dtype::m_f32 && t.dtype != dtype::m_f16 && t.dtype != dtype::m_bf16 &&
+      t.dtype != dtype::m_f64)
+    throw_input_error(t.place(), fmt::format("{} logits must be f32, f16, bf16 or f64, not {}",
+                                             role, io::name(t.dtype)));
+  if (t.shape.empty() || t.element_count() == 0)
+    throw_input_error(t.place(), role + " logits are empty (shape must be [N, V], N, V > 0)");
+  r.vocab = static_cast<std::int64_t>(t.shape.back());
+  r.rows = static_cast<std::int64_t>(t.element_count()) / r.vocab;
+  return r;
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+struct nonfinite_log {
+  std::mutex mu;
+  std::int64_t count = 0;
+  std::vector<std::string> first;  // "base[row, col]=nan"
+  void add(const char* role, std::int64_t row, std::span<const double> x) {
+    std::lock_guard lock(mu);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!std::isfinite(x[i])) {
+        ++count;
+        if (first.size() < 5)
+          first.push_back(fmt::format("{}[{}, {}]={}", role, row, i, x[i]));
+      }
+  }
+};
+
+// Releases a finished row block's pages of a file mapping, keeping the resident set bounded.
+void release_rows(const io::tensor_view& t, std::int64_t vocab, std::int64_t r0, std::int64_t r1) {
+  if (!t.owner) return;
+  const auto es = static_cast<std::size_t>(io::bits(t.dtype) / 8);
+  const auto off = static_cast<std::size_t>(t.bytes.data() - t.owner->bytes().data());
+  t.owner->release_pages(off + static_cast<std::size_t>(r0 * vocab) * es,
+                         static_cast<std::size_t>((r1 - r0) * vocab) * es);
+}
+
+}  // namespace
+
+double kl_metric(const metrics::kl_summary& s, const std::string& n) {
+  if (n == "kld.mean") return s.kld.mean;
+  if (n == "kld.stderr") return s.kld.stderr_;
+  if (n == "kld.median") return s.kld.median;
+  if (n == "kld.p90") return s.kld.p90;
+  if (n == "kld.p99") return s.kld.p99;
+  if (n == "kld.p999") return s.kld.p999;
+  if (n == "kld.max") return s.kld.max;
+  if (n == "top1" || n == "top1_agreement") return s.top1_agreement;
+  if (n == "topk_overlap") return s.topk_overlap;
+  if (n == "delta_p.mean") return s.delta_p.mean;
+  if (n == "delta_p.rms") return s.delta_p.rms;
+  if (n == "delta_p.min") return s.delta_p.min;
+  if (n == "delta_p.p01") return s.delta_p.p01;
+  if (n == "delta_p.p05") return s.delta_p.p05;
+  if (n == "delta_p.p10") return s.delta_p.p10;
+  if (n == "delta_p.p25") return s.delta_p.p25;
+  if (n == "delta_p.median") return s.delta_p.median;
+  if (n == "delta_p.p75") return s.delta_p.p75;
+  if (n == "delta_p.p90") return s.delta_p.p90;
+  if (n == "delta_p.p95") return s.delta_p.p95;
+  if (n == "delta_p.p99") return s.delta_p.p99;
+  if (n == "delta_p.max") return s.delta_p.max;
+  if (n == "ppl_ratio") return s.has_tokens ? s.ppl.ratio : std::nan("");
+  if (n == "ln_ppl_ratio") return s.has_tokens ? s.ppl.ln_ratio_mean : std::nan("");
+  throw_input_error("--bound", "unknown kl metric '" + n +
+                                   "' (known: kld.mean, kld.stderr, kld.median, kld.p90, kld.p99, "
+                                   "kld.p999, kld.max, top1, topk_overlap, delta_p.mean, "
+                                   "delta_p.rms, delta_p.min|p01|p05|p10|p25|median|p75|p90|p95|"
+                                   "p99|max, ppl_ratio, ln_ppl_ratio)");
+}
+
+kl_report run_kl(const kl_probe_options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  kl_report rep;
+  rep.options = o;
+  rep.options.progress = nullptr;
+  for (const auto& b : o.bounds) (void)kl_metric(metrics::kl_summary{}, b.metric);
+  if (o.topk < 0) throw_input_error("--topk", "must be >= 0");
+
+  const auto base = open_logits(o.base, "base");
+  const auto cand = open_logits(o.cand, "candidate");
+  if (base.vocab != cand.vocab)
+    throw_input_error(o.cand, fmt::format("vocabulary size differs: base {} has V={}, candidate "
+                                          "{} has V={}",
+                                          shape_text(base.t.shape), base.vocab,
+                                          shape_text(cand.t.shape), cand.vocab));
+  if (base.rows != cand.rows)
+    throw_input_error(o.cand, fmt::format("shape mismatch: base {} has {} rows, candidate {} "
+                                          "has {}",
+                                          shape_text(base.t.shape), base.rows,
+                                          shape_text(cand.t.shape), cand.rows));
+  const std::int64_t n = base.rows, v = base.vocab;
+  rep.base_dtype = std::string(io::name(base.t.dtype));
+  rep.cand_dtype = std::string(io::name(cand.t.dtype));
+
+  std::vector<double> tokens;
+  if (!o.tokens.empty()) {
+    const auto t = io::load_tensor(o.tokens);
+    if (static_cast<std::int64_t>(t.element_count()) != n)
+      throw_input_error(t.place(), fmt::format("{} token ids for {} rows", t.element_count(), n));
+    tokens = t.to_doubles();
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      if (!(tokens[i] >= 0 && tokens[i] < static_cast<double>(v)) ||
+          tokens[i] != std::floor(tokens[i]))
+        throw_input_error(t.place(), fmt::format("token id {} at position {} is not in [0, {})",
+                                                 tokens[i], i, v));
+  }
+
+  std::vector<metrics::kl_row> rows(static_cast<std::size_t>(n));
+  nonfinite_log bad;
+  std::atomic<std::int64_t> next{0};
+  std::int64_t done = 0;
+  std::mutex progress_mu;
+  const std::int64_t block = std::max<std::int64_t>(1, o.block_rows);
+  const auto worker = [&] {
+    metrics::kl_scratch scratch;
+    std::vector<double> xb(static_cast<std::size_t>(v)), xc(static_cast<std::size_t>(v));
+    while (true) {
+      const std::int64_t r0 = next.fetch_add(block);
+      if (r0 >= n) break;
+      const std::int64_t r1 = std::min(n, r0 + block);
+      for (std::int64_t r = r0; r < r1; ++r) {
+        base.t.decode(static_cast<std::uint64_t>(r * v), xb);
+        cand.t.decode(static_cast<std::uint64_t>(r * v), xc);
+        const bool fin_b = std::all_of(xb.begin(), xb.end(), [](double x) { return std::isfinite(x); });
+        const bool fin_c = std::all_of(xc.begin(), xc.end(), [](double x) { return std::isfinite(x); });
+        if (!fin_b) bad.add("base", r, xb);
+        if (!fin_c) bad.add("candidate", r, xc);
+        if (!fin_b || !fin_c) continue;
+        const std::int64_t tok = tokens.empty() ? -1 : static_cast<std::int64_t>(tokens[r]);
+        rows[static_cast<std::size_t>(r)] = metrics::compare_row(xb, xc, o.topk, tok, scratch);
+      }
+      release_rows(base.t, v, r0, r1);
+      release_rows(cand.t, v, r0, r1);
+      if (o.progress) {
+        std::lock_guard lock(progress_mu);
+        done += r1 - r0;
+        o.progress(done, n);
+      }
+    }
+  };
+  unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::int64_t>(threads, (n + block - 1) / block));
+  std::vector<std::jthread> pool;
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  pool.clear();  // joins
+
+  if (bad.count > 0) {
+    std::sort(bad.first.begin(), bad.first.end());
+    throw_input_error(o.base + " / " + o.cand,
+                      fmt::format("{} NaN/Inf logits (first: {}); KL needs finite values",
+                                  bad.count, fmt::join(bad.first, ", ")));
+  }
+
+  rep.summary = metrics::summarize(rows, v, o.topk, !tokens.empty(), o.worst);
+  rep.case_id = fmt::format("kl(N={},V={},base={},cand={},topk={}{})", n, v, rep.base_dtype,
+                            rep.cand_dtype, o.topk, tokens.empty() ? "" : ",tokens");
+  for (const auto& b : o.bounds) {
+    const double m = kl_metric(rep.summary, b.metric);
+    if (!b.holds(m)) rep.breaches.push_back({b.text(), m});
+  }
+  rep.bytes_read = static_cast<double>(base.t.bytes.size() + cand.t.bytes.size());
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+namespace {
+nlohmann::json num(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+}  // namespace
+
+nlohmann::json to_json(const kl_report& r) {
+  const auto& s = r.summary;
+  nlohmann::json j;
+  j["case"] = r.case_id;
+  j["inputs"] = {{"base", r.options.base},
+                 {"candidate", r.options.cand},
+                 {"tokens", r.options.tokens},
+                 {"base_dtype", r.base_dtype},
+                 {"candidate_dtype", r.cand_dtype}};
+  j["rows"] = s.rows;
+  j["vocab"] = s.vocab;
+  j["kld"] = {{"mean", num(s.kld.mean)},     {"stderr", num(s.kld.stderr_)},
+              {"median", num(s.kld.median)}, {"p90", num(s.kld.p90)},
+              {"p99", num(s.kld.p99)},       {"p999", num(s.kld.p999)},
+              {"max", num(s.kld.max)},       {"min", num(s.kld.min)}};
+  j["top1_agreement"] = num(s.top1_agreement);
+  j["top1_stderr"] = num(s.top1_stderr);
+  j["top1_same"] = s.top1_same;
+  const auto& d = s.delta_p;
+  j["delta_p"] = {{"mean", num(d.mean)},   {"stderr", num(d.stderr_)}, {"rms", num(d.rms)},
+                  {"min", num(d.min)},     {"p01", num(d.p01)},        {"p05", num(d.p05)},
+                  {"p10", num(d.p10)},     {"p25", num(d.p25)},        {"median", num(d.median)},
+                  {"p75", num(d.p75)},     {"p90", num(d.p90)},        {"p95", num(d.p95)},
+                  {"p99", num(d.p99)},     {"max", num(d.max)}};
+  j["topk"] = {{"k", s.topk}, {"overlap", num(s.topk_overlap)}};
+  if (s.has_tokens)
+    j["ppl"] = {{"base", num(s.ppl.base)},
+                {"candidate", num(s.ppl.cand)},
+                {"ratio", num(s.ppl.ratio)},
+                {"ln_ratio_mean", num(s.ppl.ln_ratio_mean)},
+                {"ln_ratio_stderr", num(s.ppl.ln_ratio_stderr)}};
+  else
+    j["ppl"] = nullptr;
+  j["worst"] = nlohmann::json::array();
+  for (const auto& w : s.worst)
+    j["worst"].push_back({{"row", w.row},
+                          {"kld", num(w.kld)},
+                          {"top_base", w.top_base},
+                          {"top_candidate", w.top_cand},
+                          {"p_base_top", num(w.p_base_top)},
+                          {"q_base_top", num(w.q_base_top)}});
+  j["breaches"] = nlohmann::json::array();
+  for (const auto& b : r.breaches) j["breaches"].push_back({{"bound", b.bound}, {"measured", num(b.measured)}});
+  j["seconds"] = r.seconds;
+  return j;
+}
+
+}  // namespace numprobe::probes

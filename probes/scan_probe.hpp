@@ -1,0 +1,101 @@
+#pragma once
+// The scan probe: quantize every tensor of a checkpoint with one or more block-scaling schemes
+// and rank the tensors by what they lose. A checkpoint (.safetensors or an index .json) is
+// streamed through io::checkpoint::for_each; each tensor is cut into row bands (whole scaling
+// blocks), decoded to double and quantized band by band, so memory is bounded by one band,
+// not by the largest tensor. Per-tensor scales (NVFP4's s_t, the `tensor` scheme) come from a
+// first amax pass and are imposed on every band (see scan_probe.cpp, "sentinel row").
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "numprobe/formats/scheme.hpp"
+
+namespace numprobe::probes {
+
+struct scan_options {
+  std::string checkpoint;
+  std::vector<std::string> schemes = {"nvfp4"};  // the first is primary (ranking)
+  std::string filter;                            // ECMAScript regex on names ("" = all)
+  bool all = false;                              // include non-matrix tensors (norms, biases)
+  std::int64_t band_elements = std::int64_t{1} << 20;
+  // Called after each tensor with (tensors done, tensors selected, name).
+  std::function<void(std::size_t, std::size_t, const std::string&)> progress;
+};
+
+// The worst block of a tensor under one scheme, element by element (first 32 elements,
+// always including the one that set the scale).
+struct scan_worked_block {
+  formats::block_stats stats;  // row0/argmax are tensor coordinates (row-major flat index)
+  std::vector<std::int64_t> flat;
+  std::vector<double> input, dequant;
+  bool outlier = false;  // an outlier block (its scale was set by one element and it flushed)
+};
+
+struct scan_scheme_result {
+  std::string scheme;
+  std::int64_t elements = 0, blocks = 0;
+  double sum_sq = 0.0, sum_sq_err = 0.0;  // over finite inputs
+  double sqnr_db = 0.0, rel_rms = 0.0, max_abs = 0.0;
+  std::int64_t flushed = 0, clipped = 0, scale_underflow_blocks = 0;
+  std::int64_t outlier_blocks = 0, outlier_flushed = 0;
+  std::int64_t nonfinite_inputs = 0, nonfinite_outputs = 0;
+  double bits_per_element = 0.0;
+  double bytes = 0.0;  // elements x bits_per_element / 8
+  scan_worked_block worst;
+};
+
+struct scan_tensor {
+  std::string name, dtype;
+  std::vector<std::uint64_t> shape;
+  std::int64_t rows = 0, cols = 0;
+  std::string layer_type;  // q_proj, k_proj, ..., embeddings, lm_head, norms, other
+  int layer = -1;          // from "layers.12." and the like; -1 when absent
+  std::vector<scan_scheme_result> results;  // one per options.schemes, same order
+};
+
+// Aggregate over a group of tensors, for one scheme.
+struct scan_group {
+  std::string key;
+  std::int64_t tensors = 0, elements = 0;
+  double sum_sq = 0.0, sum_sq_err = 0.0, sqnr_db = 0.0, rel_rms = 0.0;
+  std::int64_t flushed = 0, clipped = 0, outlier_blocks = 0;
+  double bytes = 0.0;
+  std::string worst_tensor;  // lowest SQNR in the group
+  double worst_sqnr_db = 0.0;
+};
+
+struct scan_report {
+  scan_options options;
+  std::vector<scan_tensor> tensors;  // ranked worst first by the primary scheme's SQNR
+  // Per scheme (same order as options.schemes): groups by layer type and by depth, and totals.
+  std::vector<std::vector<scan_group>> by_type, by_depth;
+  std::vector<scan_group> totals;
+  double source_bytes = 0.0;  // the scanned tensors' bytes as stored
+  std::vector<std::string> skipped;  // "name (reason)"
+  double seconds = 0.0;
+  double bytes_read = 0.0;
+};
+
+// Layer type and depth parsed from a tensor name (documented in scan_probe.cpp).
+[[nodiscard]] std::string layer_type_of(const std::string& name);
+[[nodiscard]] int layer_index_of(const std::string& name);
+
+// Quantizes a [rows, cols] tensor given by `fetch(first_row, rows, out)` band by band.
+// Exposed for tests: the banded result equals formats::quantize on the whole tensor.
+[[nodiscard]] scan_scheme_result scan_tensor_scheme(
+    const std::string& scheme, std::int64_t rows, std::int64_t cols,
+    const std::function<void(std::int64_t, std::int64_t, std::span<double>)>& fetch,
+    std::int64_t band_elements);
+
+// Throws numprobe::error (exit 2) on unreadable checkpoints, bad regexes, unknown schemes.
+[[nodiscard]] scan_report run_scan(const scan_options& o);
+
+[[nodiscard]] nlohmann::json to_json(const scan_report& r);
+// One row per tensor and scheme.
+[[nodiscard]] std::string to_csv(const scan_report& r);
+
+}  // namespace numprobe::probes

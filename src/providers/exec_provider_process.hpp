@@ -1,0 +1,50 @@
+#pragma once
+// Child processes for `--backend exec:CMD`: command splitting without a shell, a run with a time
+// limit that kills the whole process group, and the tail of the captured output for errors.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace numprobe::exec {
+
+// Splits a command line into words the way a POSIX shell splits plain words: blanks separate,
+// '...' and "..." quote, backslash escapes. Nothing else is interpreted: no variables, globs,
+// pipes or redirections (use `sh -c '...'` for those; that is the user's choice). Throws an
+// input error naming `place` on an unterminated quote or an empty command.
+[[nodiscard]] std::vector<std::string> split_command(const std::string& command,
+                                                     const std::string& place);
+
+// Replaces every {in}, {out} and {case} in each word.
+[[nodiscard]] std::vector<std::string> substitute(std::vector<std::string> words,
+                                                  const std::string& in, const std::string& out,
+                                                  const std::string& case_json);
+
+struct process_result {
+  int exec_errno = 0;      // non-zero: the program could not be started (errno of execvp)
+  bool timed_out = false;  // killed (with its process group) after the time limit
+  bool exited = false;     // exited normally with exit_code
+  int exit_code = 0;
+  int signal = 0;          // terminated by this signal
+  double seconds = 0.0;
+};
+
+// Runs argv[0] (searched in PATH) with stdin from /dev/null and stdout + stderr appended to
+// `log_path`, in its own process group; after `timeout_s` seconds the group gets SIGKILL.
+[[nodiscard]] process_result run_process(const std::vector<std::string>& argv, double timeout_s,
+                                         const std::string& log_path);
+
+// The last `n` non-empty lines of a text file, joined with " | " (one-line error messages).
+[[nodiscard]] std::string tail_lines(const std::string& path, std::size_t n);
+
+// A one-line description of how a process ended ("exited with status 2", "was killed by
+// signal 11 (Segmentation fault)", "timed out after 1.5 s").
+[[nodiscard]] std::string describe(const process_result& r, double timeout_s);
+
+// Quotes words for messages (so a user can paste the command into a shell).
+[[nodiscard]] std::string quote_words(const std::vector<std::string>& words);
+
+// A fresh private directory under $TMPDIR (or /tmp) named prefix-XXXXXX.
+[[nodiscard]] std::string make_temp_dir(const std::string& prefix);
+void remove_tree(const std::string& path) noexcept;
+
+}  // namespace numprobe::exec

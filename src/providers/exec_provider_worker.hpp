@@ -1,0 +1,55 @@
+#pragma once
+// The exec worker protocol (`--backend exec-worker:CMD`, or `exec:CMD --exec-worker`): one
+// process serves a whole sweep, so Python and framework start-up is paid once.
+//
+// Lines are UTF-8 and end in '\n'. The worker's stdin and stdout carry only the protocol; it
+// writes anything else to stderr (captured into a log whose last lines appear in errors).
+//
+//   worker -> numprobe   READY 1            once, after start-up (1 = protocol version)
+//   numprobe -> worker   RUN <dir>          <dir> (the rest of the line) holds case.json,
+//                                           q.npy, k.npy, v.npy; the worker writes o.npy
+//                                           and optionally lse.npy into it
+//   worker -> numprobe   OK                 done
+//                        ERR <message>      this case failed; the worker stays up
+//   numprobe -> worker   QUIT               end of the sweep; the worker exits with 0
+//
+// Worker lines that start with none of READY, OK, ERR are ignored. READY and each answer
+// must come within the time limit; a worker that times out or dies is killed with its process
+// group, the case fails, and the next case starts a fresh worker.
+#include <string>
+#include <vector>
+
+namespace numprobe::exec {
+
+inline constexpr int k_worker_protocol_version = 1;
+
+class worker_process {
+ public:
+  worker_process(std::vector<std::string> argv, double timeout_s, std::string log_path);
+  ~worker_process();
+  worker_process(const worker_process&) = delete;
+  worker_process& operator=(const worker_process&) = delete;
+
+  // Sends RUN <dir> (starting the worker first if needed) and waits for the answer. Throws a
+  // backend error naming the command, with the last lines of its stderr.
+  void run(const std::string& dir);
+  // How many times a worker process was started (1 for a healthy sweep).
+  [[nodiscard]] int starts() const { return m_starts; }
+
+ private:
+  void start();
+  void stop(bool graceful) noexcept;
+  // The next protocol line, or throws after the deadline / on end of file.
+  std::string read_line(const std::string& waiting_for);
+  [[noreturn]] void fail(const std::string& what);
+
+  std::vector<std::string> m_argv;
+  double m_timeout_s;
+  std::string m_log;
+  int m_pid = -1;
+  int m_fd = -1;  // our end of the socket pair: the worker's stdin and stdout
+  std::string m_buffer;
+  int m_starts = 0;
+};
+
+}  // namespace numprobe::exec
