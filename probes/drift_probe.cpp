@@ -84,7 +84,9 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
   attention_case longest = opts.base;
   longest.seq = lengths.back();
   longest.validate();
-  const attention_inputs all_inputs(longest, opts.probe.end_to_end);
+  attention_inputs all_inputs(longest, opts.probe.end_to_end);
+  // Kernels that compute every row (GPUs) need all of Q at every point: generate it once.
+  if (!provider.computes_row_subsets()) all_inputs.materialize_q();
   attention_probe_options probe = opts.probe;
   probe.prefix_source = &all_inputs;
   std::vector<double> xs, ys;

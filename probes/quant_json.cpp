@@ -86,6 +86,7 @@ nlohmann::json to_json(const quant_report& r) {
     w["truncated"] = r.worked.truncated;
     j["worked_block"] = w;
   }
+  if (!r.device_check.is_null()) j["device_check"] = r.device_check;
   j["breaches"] = nlohmann::json::array();
   for (const auto& b : r.breaches) j["breaches"].push_back({{"bound", b.bound}, {"measured", num(b.measured)}});
   j["seconds"] = r.seconds;

@@ -181,12 +181,23 @@ double quant_metric(const quant_metrics& m, const std::string& name) {
 }
 
 quant_report run_quant(const quant_probe_options& o) {
+  for (const auto& b : o.bounds) (void)quant_metric(quant_metrics{}, b.metric);  // names first
+  quant_report r;
+  std::int64_t rows = 0, cols = 0;
+  load_input(o, r, rows, cols);
+  auto shape = r.input_shape;
+  auto out = analyze_quant(o, std::move(r.input), rows, cols);
+  out.input_shape = std::move(shape);
+  return out;
+}
+
+quant_report analyze_quant(const quant_probe_options& o, std::vector<double> input,
+                           std::int64_t rows, std::int64_t cols) {
   const auto t0 = std::chrono::steady_clock::now();
   quant_report r;
   r.options = o;
-  for (const auto& b : o.bounds) (void)quant_metric(quant_metrics{}, b.metric);  // names first
-  std::int64_t rows = 0, cols = 0;
-  load_input(o, r, rows, cols);
+  r.input = std::move(input);
+  r.input_shape = {static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols)};
   r.case_id = case_id(o, rows, cols);
   r.result = formats::quantize(o.config, r.input, rows, cols);
   r.metrics = measure(r.result, r.input);
@@ -234,6 +245,7 @@ quant_report run_quant(const quant_probe_options& o) {
     const double v = quant_metric(r.metrics, b.metric);
     if (!b.holds(v)) r.breaches.push_back({b.text(), v});
   }
+  if (o.backend != "ref") check_quant_on_device(o, r, rows, cols);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

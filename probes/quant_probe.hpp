@@ -22,6 +22,8 @@ struct quant_probe_options {
   std::uint64_t seed = 7;
   std::vector<bound> bounds;
   std::size_t worst_count = 5;
+  std::string backend = "ref";  // ref | cuda | hip: cuda/hip also check the device kernel bit for bit
+  int device = 0;
 };
 
 struct quant_metrics {
@@ -69,14 +71,27 @@ struct quant_report {
   worked_block worked;                     // the worst outlier block (else the max-error one)
   std::vector<quant_breach> breaches;
   double seconds = 0.0;
+  nlohmann::json device_check;  // --backend cuda|hip: device vs reference codec (null for ref)
 };
 
 // The value of a named metric, for --bound; throws an input error on an unknown name.
 [[nodiscard]] double quant_metric(const quant_metrics& m, const std::string& name);
 
+// Reads or generates the input, then analyze_quant.
 [[nodiscard]] quant_report run_quant(const quant_probe_options& o);
+// Quantizes and measures a given row-major [rows, cols] tensor (the timed part in bench_quant).
+[[nodiscard]] quant_report analyze_quant(const quant_probe_options& o, std::vector<double> input,
+                                         std::int64_t rows, std::int64_t cols);
 
 [[nodiscard]] nlohmann::json to_json(const quant_report& r);
+
+// --backend cuda|hip (probes/quant_device.cpp): quantizes on the device, compares codes, scales,
+// zero points and the tensor scale with the reference bit for bit into r.device_check, and adds
+// a "bit_exact" breach on any mismatch. Throws input (exit 2) / backend (exit 3) errors.
+void check_quant_on_device(const quant_probe_options& o, quant_report& r, std::int64_t rows,
+                           std::int64_t cols);
+// The device check as report lines (empty for ref).
+[[nodiscard]] std::string device_check_text(const quant_report& r);
 
 // Writes codes.npy (one unpacked code per element), scales.npy (as stored: uint8 codes for
 // e4m3/e8m0 scales, float32 otherwise), dequant.npy (float32) and, for zero-point schemes,

@@ -35,7 +35,7 @@ elif [[ -d .carry/include/toml++ ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$PWD/.carr
 {
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNUMPROBE_ENABLE_CUDA=ON \
     -DNUMPROBE_ENABLE_HIP=OFF -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
-  cmake --build "$BUILD_DIR" -j "$JOBS" --target test_gpu gpu_attention_bench
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target test_gpu gpu_attention_bench test_gpu_quant_decode gpu_quant_bench
 } > "$OUT/build.log" 2>&1
 if [[ $? -eq 0 ]]; then RESULT[build]=ok; else RESULT[build]=FAILED; tail -40 "$OUT/build.log"; fi
 # The CLI is needed only for the drift run; a failure there does not stop the rest.
@@ -88,6 +88,25 @@ for b, s in ((4, 4096), (1, 16384)):
 EOF
 fi
 
+# -------------------------------------------------------------- quantize bandwidth vs copy
+# Each quantize kernel over a 1 GiB fp32 tensor against a device-to-device copy of it, in the
+# same process (target >= 70% of the copy's bandwidth for NVFP4 and fp8).
+if [[ ${RESULT[build]} == ok ]] && ! skip quantbench; then
+  stamp "quant bench"
+  "$BUILD_DIR/tests/gpu/gpu_quant_bench" 10 $((1 << 30)) 2>&1 | tee "$OUT/quant_bench.txt"
+fi
+# Bit-exactness record of the quantize kernels and the decode accuracy (from the test binary).
+if [[ ${RESULT[build]} == ok ]] && ! skip tests; then
+  "$BUILD_DIR/tests/gpu/test_gpu_quant_decode" > "$OUT/quant_decode.log" 2>&1
+  RESULT[quant_exact]=$(grep "^\[quant-exact\]" "$OUT/quant_decode.log" | awk '
+    { n++; split($0, a, "mismatches "); split(a[2], b, "[/,]"); if (b[1] + b[2] > 0) bad++ }
+    END { printf "%d cases, %d with mismatches", n, bad + 0 }')
+  RESULT[decode]=$(grep "^\[decode\]" "$OUT/quant_decode.log" | sort -k6 -g -t' ' | awk '
+    { n++; for (i = 1; i <= NF; i++) if ($i == "ratio_to_naive") r = $(i + 1); if (r + 0 > w) { w = r + 0; c = $2 } }
+    END { printf "%d cases; worst ratio_to_naive %.3f (bound 2) on %s", n, w, c }')
+  RESULT[quant_decode_tests]=$(grep -E "^\[  (PASSED|FAILED)  \]" "$OUT/quant_decode.log" | tr '\n' ' ')
+fi
+
 # -------------------------------------------------------------- compute-sanitizer
 SMALL='*gpu_attention*/attention_T_129_S_129_*mask_causal_seed_11:*gpu_attention*/attention_T_65_S_65_*mask_none_seed_11:*returns_requested_rows*:*scalar_attention_T_65_S_65_*'
 if [[ ${RESULT[build]} == ok ]] && ! skip memcheck; then
@@ -106,6 +125,22 @@ if [[ ${RESULT[build]} == ok ]] && ! skip racecheck; then
   RESULT[racecheck]="rc=$rc, $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
 fi
 
+if [[ ${RESULT[build]} == ok ]] && ! skip memcheck; then
+  stamp "memcheck (quantize, decode)"
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD_DIR/tests/gpu/test_gpu_quant_decode" \
+    --gtest_filter='*gpu_quantize.*131x301_specials*:*gpu_quantize_paths*:*empty_splits*:*fp8_kv*' \
+    > "$OUT/memcheck_quant.log" 2>&1
+  rc=$?
+  RESULT[memcheck_q]="rc=$rc, $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_quant.log" | tail -1)"
+fi
+if [[ ${RESULT[build]} == ok ]] && ! skip racecheck; then
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$BUILD_DIR/tests/gpu/test_gpu_quant_decode" \
+    --gtest_filter='*gpu_quantize.*fp8_block128_131x301_mixed*:*gpu_quantize.*nvfp4_131x301_mixed*:*empty_splits*' \
+    > "$OUT/racecheck_quant.log" 2>&1
+  rc=$?
+  RESULT[racecheck_q]="rc=$rc, $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck_quant.log" | tail -1)"
+fi
+
 # -------------------------------------------------------------- drift end to end
 if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip drift; then
   stamp "drift"
@@ -121,7 +156,7 @@ fi
 echo
 echo "==================== numprobe gpu_check summary ===================="
 printf "%-12s %s\n" "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-for k in build build_cli tests accuracy memcheck racecheck drift; do
+for k in build build_cli tests accuracy memcheck racecheck drift quant_exact decode quant_decode_tests memcheck_q racecheck_q; do
   [[ -n "${RESULT[$k]:-}" ]] && printf "%-12s %s\n" "$k" "${RESULT[$k]}"
 done
 if [[ -f "$OUT/bench.txt" ]]; then
@@ -132,6 +167,13 @@ if [[ -f "$OUT/bench.txt" ]]; then
     b=$(grep "numprobe_cuda.* S=$s " "$OUT/bench.txt" | sed -E 's/.*B=([0-9]+).*/\1/')
     ratio=$(awk -v a="${ours:-0}" -v b="${ref:-0}" 'BEGIN{ if (b > 0) printf "%.2f", a/b; else print "-" }')
     printf "%-8s %-10s %-12s %-12s %s\n" "$s" "${b:-?}" "${ours:--}" "${ref:--}" "$ratio"
+  done
+fi
+if [[ -f "$OUT/quant_bench.txt" ]]; then
+  printf "%-14s %-12s %-12s %-8s %s\n" "quantize 1GiB" "GB/s" "copy GB/s" "ratio" "amax pre-pass ms"
+  grep "^bench quant" "$OUT/quant_bench.txt" | while read -r line; do
+    f() { echo "$line" | sed -nE "s/.* $1=([^ ]+).*/\1/p"; }
+    printf "%-14s %-12s %-12s %-8s %s\n" "$(f scheme)" "$(f quant_gbs)" "$(f copy_gbs)" "$(f ratio)" "$(f amax_ms)"
   done
 fi
 echo "total        $(( $(date +%s) - t0 )) s; logs in $OUT"

@@ -48,6 +48,16 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
       ->capture_default_str();
   sub->add_flag("--exec-worker", f.exec_worker, "exec:CMD is a worker (one process per sweep, line protocol)");
   sub->add_flag("--keep", f.keep, "exec backends: keep each case's temporary directory");
+  // Serving numerics (issue 9), emu backend.
+  sub->add_flag("--decode", f.decode, "split-KV flash-decoding over a paged cache: --queries 1..8 over S keys");
+  sub->add_option("--splits", f.splits, "decode: KV splits per sequence (default 4)");
+  sub->add_option("--split-size", f.split_size, "decode: keys per split (a multiple of the key tile)");
+  sub->add_option("--page-size", f.page_size, "decode: KV cache page size (default 16)");
+  sub->add_option("--kv-format", f.kv_format, "fp8 KV: e4m3fn|e4m3fnuz|e5m2");
+  sub->add_option("--kv-scale", f.kv_scale, "fp8 KV scale layout: tensor|head|channel|token");
+  sub->add_option("--p-format", f.p_format, "quantize P to this fp8 format before P.V");
+  sub->add_option("--p-prescale", f.p_prescale, "multiply P by X before quantizing (divide after)");
+  sub->add_option("--acc-promote", f.acc_promote, "fp8 MMA accumulator promoted to fp32 every N key tiles");
 }
 
 std::int64_t parse_positive(const std::string& text, const std::string& flag) {
@@ -79,6 +89,12 @@ attention_case make_case(const case_flags& f, std::int64_t seq) {
   c.logit_shift = f.shift;
   if (!std::isfinite(f.shift)) throw_input_error("--shift", "must be finite");
   c.seed = f.seed;
+  if (f.decode) {
+    if (c.queries == 0) c.queries = 1;
+    if (c.queries > 8) throw_input_error("--queries", fmt::format("--decode takes 1..8 queries, got {}", c.queries));
+    if (c.mask != mask_kind::m_none && c.mask != mask_kind::m_causal)
+      throw_input_error("--mask", "--decode supports mask none or causal (bottom-right)");
+  }
   if (c.mask == mask_kind::m_ranges)
     throw_input_error("--mask", "mask=ranges is available through the library API only");
   if (c.mask != mask_kind::m_window && f.window != 0)
@@ -107,6 +123,25 @@ provider_options make_provider_options(const case_flags& f) {
   o.exec_timeout_s = f.exec_timeout;
   o.exec_worker = f.exec_worker;
   o.keep_temp = f.keep;
+  auto positive_knob = [&](const char* name, std::int64_t v) {
+    if (v < 0) throw_input_error(std::string("--") + name, fmt::format("must be positive, got {}", v));
+    if (v > 0) o.knobs[name] = std::to_string(v);
+  };
+  if (f.decode) o.knobs["decode"] = "1";
+  positive_knob("splits", f.splits);
+  positive_knob("split-size", f.split_size);
+  positive_knob("page-size", f.page_size);
+  positive_knob("acc-promote", f.acc_promote);
+  if (!f.decode && (f.splits || f.split_size || f.page_size))
+    throw_input_error(f.splits ? "--splits" : f.split_size ? "--split-size" : "--page-size", "needs --decode");
+  if (!f.kv_format.empty()) o.knobs["kv-format"] = f.kv_format;
+  if (!f.kv_scale.empty()) o.knobs["kv-scale"] = f.kv_scale;
+  if (!f.p_format.empty()) o.knobs["p-format"] = f.p_format;
+  if (f.p_prescale != 0.0) {
+    if (!(f.p_prescale > 0) || !std::isfinite(f.p_prescale))
+      throw_input_error("--p-prescale", "must be finite and > 0");
+    o.knobs["p-prescale"] = fmt::format("{:.17g}", f.p_prescale);
+  }
   return o;
 }
 

@@ -45,6 +45,16 @@ struct case_flags {
   bool keep = false;           // --keep
   std::string inputs;          // attention --inputs DIR (dumped tensors; nothing is run)
   std::string candidate;       // attention --candidate O.npy
+  // serving numerics (issue 9): split-KV decode and fp8 attention (emu backend)
+  bool decode = false;           // --decode: T = --queries (1..8) over S cached keys
+  std::int64_t splits = 0;       // --splits N
+  std::int64_t split_size = 0;   // --split-size KEYS
+  std::int64_t page_size = 0;    // --page-size P
+  std::string kv_format;         // --kv-format e4m3fn|e4m3fnuz|e5m2
+  std::string kv_scale;          // --kv-scale tensor|head|channel|token
+  std::string p_format;          // --p-format e4m3fn|e4m3fnuz|e5m2
+  double p_prescale = 0.0;       // --p-prescale X
+  std::int64_t acc_promote = 0;  // --acc-promote N
 };
 
 // Adds the flags; `seq_help` differs between attention (S) and drift (A..B).

@@ -142,11 +142,11 @@ nlohmann::json format_json(const nf::format_info& f) {
 
 void list_formats(const std::string& json_path) {
   if (json_path != "-") {
-    text_table t({"format", "layout", "bits", "bias", "max finite", "min normal", "min subnormal",
+    text_table t({"format", "layout", "bits", "stored", "bias", "max finite", "min normal", "min subnormal",
                   "inf", "nan", "overflow"});
     for (const auto& f : nf::all_formats()) {
       const auto c = codes_of(f);
-      t.add({std::string(f.name), layout(f), std::to_string(f.storage_bits),
+      t.add({std::string(f.name), layout(f), std::to_string(f.bits), std::to_string(f.storage_bits),
              f.is_float ? std::to_string(f.bias) : "-", text_number(f.max_finite),
              f.is_float ? text_number(f.min_normal) : "-",
              f.is_float && f.min_subnormal > 0 ? text_number(f.min_subnormal) : "-",
@@ -154,8 +154,8 @@ void list_formats(const std::string& json_path) {
              ranges_text(f, nan_ranges(f)), std::string(overflow_name(f.default_overflow))});
     }
     t.print();
-    fmt::print("\nbits: storage bits (tf32 keeps 19 in 32); overflow: the default policy "
-               "(saturate | nan | inf), overridable with --overflow\n\n");
+    fmt::print("\nbits: value bits; stored: bits one unpacked element occupies; overflow: the "
+               "default policy (saturate | nan | inf)\n\n");
     text_table s({"scheme", "bits/element", "description"});
     for (const auto& sc : nf::all_schemes())
       s.add({std::string(sc.name), fmt::format("{:.4f}", sc.bits_per_element),

@@ -34,12 +34,13 @@ struct quant_flags {
 };
 
 probes::quant_probe_options make_options(const quant_flags& f) {
-  if (f.backend != "ref") {
-    if (f.backend == "cuda" || f.backend == "hip" || f.backend == "emu")
+  if (f.backend != "ref" && f.backend != "cuda" && f.backend != "hip") {
+    if (f.backend == "emu")
       throw_backend_error("--backend", "quant has no '" + f.backend + "' backend in this build");
-    throw_input_error("--backend", "unknown backend '" + f.backend + "' (known: ref)");
+    throw_input_error("--backend", "unknown backend '" + f.backend + "' (known: ref, cuda, hip)");
   }
   probes::quant_probe_options o;
+  o.backend = f.backend;  // cuda|hip: the device kernel is checked bit for bit (quant_device.cpp)
   const auto& s = formats::find_scheme(f.scheme, "--scheme");
   o.scheme_name = std::string(s.name);
   o.config = s.defaults;
@@ -147,6 +148,7 @@ void print_report(const probes::quant_report& r) {
     if (r.worked.truncated) fmt::print("(first {} elements shown)\n", probes::k_worked_max);
   }
   for (const auto& b : r.breaches) fmt::print("FAIL {}  measured {}\n", b.bound, sci(b.measured));
+  fmt::print("{}", probes::device_check_text(r));
   fmt::print("time      {:.2f} s\n", r.seconds);
 }
 

@@ -1,9 +1,209 @@
+// `numprobe softmax`: one long-row softmax/LSE case (or a sweep over the row length) on a
+// backend against the reference. Exit 1 when a NaN/Inf appears or a bound is breached.
+#include <fmt/format.h>
+#include <memory>
+
 #include "numprobe/core/error.hpp"
+#include "probes/softmax_probe.hpp"
+#include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/progress.hpp"
+#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
-void setup_softmax(CLI::App& app) {
-  auto* sub = app.add_subcommand("softmax", "(not built yet)");
-  sub->callback([] { throw_backend_error("softmax", "not implemented yet"); });
+namespace {
+
+struct softmax_flags {
+  std::string backend = "emu";
+  std::string vocab = "128256";  // N, or A..B for a sweep
+  std::int64_t rows = 4;
+  std::int64_t chunk = 1024;
+  std::string mask = "none";
+  std::int64_t masked = 0;
+  double temperature = 1.0;
+  double softcap = 0.0;
+  std::string dtype = "bf16";
+  std::string dist = "normal";
+  double shift = -2.0e4;
+  std::uint64_t seed = 7;
+  std::vector<std::string> inject;
+  std::vector<std::string> states;
+  bool exp2 = false;
+  int topk = 5;
+  std::string points = "tile";
+  std::string case_id;
+  std::vector<std::string> bounds;
+  std::string json;
+  bool no_e2e = false;
+};
+
+softmax_case make_softmax_case(const softmax_flags& f, std::int64_t vocab) {
+  if (!f.case_id.empty()) return parse_softmax_case(f.case_id);
+  softmax_case c;
+  c.vocab = vocab;
+  c.rows = f.rows;
+  c.dtype = formats::parse_format(f.dtype, "--dtype");
+  c.mask = parse_softmax_mask(f.mask);
+  c.masked = f.masked;
+  // first-chunk without --masked masks exactly the kernel's first chunk.
+  if (c.mask == softmax_mask::m_prefix && c.masked == 0) c.masked = std::min(f.chunk, vocab);
+  if (f.masked != 0 && c.mask != softmax_mask::m_padding && c.mask != softmax_mask::m_prefix)
+    throw_input_error("--masked", "--masked needs --mask padding or first-chunk");
+  c.temperature = f.temperature;
+  c.softcap = f.softcap;
+  c.dist = parse_dist(f.dist);
+  c.logit_shift = f.shift;
+  c.seed = f.seed;
+  c.validate();
+  return c;
 }
+
+void print_point(const probes::softmax_point& p, const probes::softmax_kernel& k) {
+  fmt::print("case      {}\n", p.case_id);
+  fmt::print("backend   {}\n", k.name());
+  fmt::print("rows      {} x {} entries ({} chunks)\n\n", p.rows, p.vocab, p.chunks);
+  text_table t({"metric", "kernel", "naive", "end-to-end"});
+  auto row = [&](const char* name, auto get) {
+    t.add({name, sci(get(p.kernel)), sci(get(p.naive)), p.end_to_end ? sci(get(*p.end_to_end)) : "-"});
+  };
+  row("p_rel_rms", [](const auto& e) { return e.p_rel_rms; });
+  row("p_max_rel", [](const auto& e) { return e.p_max_rel; });
+  row("logp_max_abs", [](const auto& e) { return e.logp_max_abs; });
+  row("lse_max_abs", [](const auto& e) { return e.lse_max_abs; });
+  row("ce_max_abs", [](const auto& e) { return e.ce_max_abs; });
+  row("kl_mean", [](const auto& e) { return e.kl_mean; });
+  row("kl_max", [](const auto& e) { return e.kl_max; });
+  row("top1", [](const auto& e) { return e.top1; });
+  row("topk_overlap", [](const auto& e) { return e.topk_overlap; });
+  t.add({"nan/inf", fmt::format("{}/{}", p.kernel.nan_count, p.kernel.inf_count),
+         fmt::format("{}/{}", p.naive.nan_count, p.naive.inf_count),
+         p.end_to_end ? fmt::format("{}/{}", p.end_to_end->nan_count, p.end_to_end->inf_count) : "-"});
+  t.print();
+  fmt::print("\nratio_to_naive  {}   (kernel p_rel_rms / naive fp32 softmax p_rel_rms; healthy <= 2)\n",
+             fixed3(p.ratio_to_naive));
+}
+
+void print_sweep(const probes::softmax_sweep& s) {
+  fmt::print("backend   {}   chunk {}\n\n", s.kernel, s.chunk > 0 ? std::to_string(s.chunk) : "-");
+  text_table t({"vocab", "chunks", "mod", "p_rel_rms", "lse_max_abs", "kl_mean", "ratio", "nan", "case"});
+  for (const auto& p : s.points)
+    t.add({std::to_string(p.vocab), std::to_string(p.chunks),
+           s.chunk > 0 ? std::to_string(p.vocab % s.chunk) : "-", sci(p.kernel.p_rel_rms),
+           sci(p.kernel.lse_max_abs), sci(p.kernel.kl_mean), fixed3(p.ratio_to_naive),
+           std::to_string(p.kernel.nan_count + p.kernel.inf_count), p.case_id});
+  t.print();
+  fmt::print("\ngrowth    slope {} +- {} (log p_rel_rms vs log chunks, {} points)  verdict: {}\n",
+             fixed3(s.growth.slope), fixed3(s.growth.slope_stderr), s.growth.points, s.growth.verdict);
+  if (s.nan_points) fmt::print("NaN/Inf   {} points hold NaN or Inf in the output\n", s.nan_points);
+  for (const auto& b : s.breaches)
+    fmt::print("FAIL {}  at vocab {}: measured {}\n", b.bound, b.vocab, sci(b.measured));
+  fmt::print("time      {:.1f} s\n", s.seconds);
+}
+
+}  // namespace
+
+void setup_softmax(CLI::App& app) {
+  auto f = std::make_shared<softmax_flags>();
+  auto* sub = app.add_subcommand("softmax", "one long-row softmax/LSE case vs the reference (or a sweep over --vocab A..B)");
+  sub->add_option("--backend", f->backend, "ref|emu")->capture_default_str();
+  sub->add_option("--vocab", f->vocab, "entries per row N, or A..B to sweep the row length")->capture_default_str();
+  sub->add_option("--rows", f->rows, "rows (positions)")->capture_default_str();
+  sub->add_option("--chunk", f->chunk, "emu: entries per loop iteration of the looped kernel")->capture_default_str();
+  sub->add_option("--mask", f->mask, "none|padding|banned|first-chunk|all")->capture_default_str();
+  sub->add_option("--masked", f->masked, "padding/first-chunk: masked entries (default: 1+V/16; first-chunk: --chunk)");
+  sub->add_option("--temperature", f->temperature, "sampling temperature (z / T)")->capture_default_str();
+  sub->add_option("--softcap", f->softcap, "final-logit softcap (0: off)");
+  sub->add_option("--dtype", f->dtype, "logits dtype as the kernel reads them")->capture_default_str();
+  sub->add_option("--dist", f->dist, "logits: normal|uniform|llm|rescale-stress|max-first|diffuse|shifted")
+      ->capture_default_str();
+  sub->add_option("--shift", f->shift, "logit shift for --dist shifted")->capture_default_str();
+  sub->add_option("--seed", f->seed, "input seed")->capture_default_str();
+  sub->add_option("--inject", f->inject, "emu fault: no-empty-guard|rowsum-bf16|finite-sentinel (repeatable)");
+  sub->add_option("--state", f->states, "emu state dtype NAME=DTYPE (x,m,l,out,lse)");
+  sub->add_flag("--exp2", f->exp2, "emu: exp as exp2(x*log2e) with an fp32 prescale");
+  sub->add_option("--topk", f->topk, "k of the top-k agreement")->capture_default_str();
+  sub->add_option("--points", f->points, "sweep: tile (k*C-1,k*C,k*C+1) | log:N | comma list")->capture_default_str();
+  sub->add_option("--case", f->case_id, "rerun exactly this case id");
+  sub->add_option("--bound", f->bounds, "gate METRIC<=X (repeatable); breach exits 1");
+  sub->add_option("--json", f->json, "write JSON to PATH (- for stdout)");
+  sub->add_flag("--no-e2e", f->no_e2e, "skip the end-to-end (unrounded logits) reference");
+  sub->callback([f] {
+    if (f->topk < 1 || f->topk > 1000) throw_input_error("--topk", "must be in [1, 1000]");
+    const auto dots = f->vocab.find("..");
+    const bool sweep = dots != std::string::npos;
+    const std::int64_t lo = parse_positive(sweep ? f->vocab.substr(0, dots) : f->vocab, "--vocab");
+    const std::int64_t hi = sweep ? parse_positive(f->vocab.substr(dots + 2), "--vocab") : lo;
+    if (hi < lo) throw_input_error("--vocab", fmt::format("need A <= B in A..B, got {}..{}", lo, hi));
+    const softmax_case c = make_softmax_case(*f, hi);  // validates the flags at the longest row
+    std::vector<bound> bounds;
+    for (const auto& b : f->bounds) bounds.push_back(parse_bound(b));
+    probes::softmax_point probe_point;
+    for (const auto& b : bounds)
+      if (!probe_point.metric(b.metric) && b.metric.rfind("e2e.", 0) != 0 &&
+          !(sweep && b.metric == "growth.slope"))
+        throw_input_error("--bound", fmt::format("unknown metric '{}' for softmax", b.metric));
+    probes::softmax_kernel_options ko;
+    ko.backend = f->backend;
+    ko.chunk = f->chunk;
+    ko.faults = f->inject;
+    ko.exp2 = f->exp2;
+    for (const auto& s : f->states) {
+      const auto eq = s.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+        throw_input_error("--state", fmt::format("'{}' is not NAME=DTYPE", s));
+      ko.states[s.substr(0, eq)] = s.substr(eq + 1);
+    }
+    auto kernel = probes::make_softmax_kernel(ko);
+    probes::softmax_probe_options po;
+    po.topk = f->topk;
+    po.end_to_end = !f->no_e2e;
+
+    auto doc = json_envelope("softmax", c.seed);
+    doc["backend"] = {{"name", kernel->name()}, {"metadata", kernel->metadata()}};
+    bool breach = false;
+    if (!sweep) {
+      const auto p = probes::run_softmax_point(*kernel, c, po);
+      breach = p.nonfinite();
+      nlohmann::json gates = nlohmann::json::array();
+      for (const auto& b : bounds) {
+        const auto m = p.metric(b.metric);
+        const bool ok = m && b.holds(*m);
+        breach |= !ok;
+        gates.push_back({{"bound", b.text()}, {"measured", m ? probes::json_number(*m) : nullptr}, {"pass", ok}});
+      }
+      if (f->json != "-") {
+        print_point(p, *kernel);
+        for (const auto& g : gates)
+          fmt::print("{} {}  measured {}\n", g["pass"].get<bool>() ? "PASS" : "FAIL", g["bound"].get<std::string>(),
+                     g["measured"].is_null() ? "n/a" : sci(g["measured"].get<double>()));
+        if (p.nonfinite())
+          fmt::print("FAIL the candidate holds NaN or Inf ({} NaN, {} Inf)\n", p.kernel.nan_count, p.kernel.inf_count);
+      }
+      doc["result"] = probes::to_json(p);
+      doc["gates"] = gates;
+    } else {
+      probes::softmax_sweep_options so;
+      so.base = c;
+      so.vocab_lo = lo;
+      so.vocab_hi = hi;
+      so.points = (f->points == "tile" && kernel->chunk() == 0) ? "log:8" : f->points;
+      so.probe = po;
+      so.bounds = bounds;
+      progress_bar bar;
+      so.on_point = [&bar](std::size_t done, std::size_t total, std::int64_t v) {
+        bar.update(done, total, fmt::format("vocab {}", v));
+      };
+      const auto s = probes::run_softmax_sweep(*kernel, so);
+      bar.finish();
+      breach = s.gated_breach;
+      if (f->json != "-") print_sweep(s);
+      doc["base_case"] = c.id();
+      doc.update(probes::to_json(s));
+    }
+    doc["pass"] = !breach;
+    if (!f->json.empty()) write_json(f->json, doc);
+    exit_status() = breach ? 1 : 0;
+  });
+}
+
 }  // namespace numprobe::cli

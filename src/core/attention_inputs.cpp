@@ -99,10 +99,12 @@ std::vector<double> q_rows_impl(const attention_case& c, std::span<const std::in
                                 bool exact) {
   const std::int64_t per_row = c.heads * c.head_dim;
   std::vector<double> q(rows.size() * static_cast<std::size_t>(per_row));
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::int64_t r = rows[i];
+  for (const std::int64_t r : rows)
     if (r < 0 || r >= c.rows())
       throw_input_error("rows", fmt::format("row {} outside [0, {})", r, c.rows()));
+#pragma omp parallel for schedule(static) if (rows.size() > 64)
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::int64_t r = rows[i];
     const std::int64_t b = r / c.t(), t = r % c.t();
     for (std::int64_t h = 0; h < c.heads; ++h)
       for (std::int64_t d = 0; d < c.head_dim; ++d) {
@@ -139,7 +141,7 @@ attention_inputs::attention_inputs(attention_case c, const attention_inputs& lon
   attention_case same = longer.m_case;
   same.seq = m_case.seq;
   same.queries = m_case.queries;
-  if (same.id() != m_case.id() || m_case.seq > longer.m_case.seq || !longer.m_q.empty())
+  if (same.id() != m_case.id() || m_case.seq > longer.m_case.seq || longer.m_given)
     throw_input_error("inputs", "a prefix needs the same generated case at a longer length");
   const std::int64_t per_pos = m_case.kv_heads * m_case.head_dim;
   auto prefix = [&](const std::vector<double>& from, std::vector<double>& to) {
@@ -149,6 +151,15 @@ attention_inputs::attention_inputs(attention_case c, const attention_inputs& lon
       std::copy_n(from.begin() + b * longer.m_case.seq * per_pos, m_case.seq * per_pos,
                   to.begin() + b * m_case.seq * per_pos);
   };
+  // Q rows depend on (b, t) only, so the first T rows of each batch member of a longer case's
+  // materialised Q are this case's Q.
+  if (!longer.m_q.empty() && m_case.t() <= longer.m_case.t()) {
+    const std::int64_t per_row = m_case.heads * m_case.head_dim;
+    m_q.resize(static_cast<std::size_t>(m_case.rows() * per_row));
+    for (std::int64_t b = 0; b < m_case.batch; ++b)
+      std::copy_n(longer.m_q.begin() + b * longer.m_case.t() * per_row, m_case.t() * per_row,
+                  m_q.begin() + b * m_case.t() * per_row);
+  }
   prefix(longer.m_k, m_k);
   prefix(longer.m_v, m_v);
   prefix(longer.m_k_exact, m_k_exact);
@@ -167,6 +178,7 @@ attention_inputs::attention_inputs(attention_case c, std::vector<double> q, std:
   for (auto* t : {&q, &k, &v})
     for (double x : *t)
       if (!std::isfinite(x)) throw_input_error("inputs", "NaN or Inf in Q/K/V");
+  m_given = true;
   m_q_exact = q;
   m_k_exact = k;
   m_v_exact = v;
@@ -188,6 +200,11 @@ std::vector<double> attention_inputs::q_rows_exact(std::span<const std::int64_t>
   if (!m_q_exact.empty())
     return gather_rows(m_q_exact, m_case.heads * m_case.head_dim, rows, m_case.rows());
   return q_rows_impl(m_case, rows, true);
+}
+
+void attention_inputs::materialize_q() {
+  if (!m_q.empty()) return;
+  m_q = q_all();
 }
 
 std::vector<double> attention_inputs::q_all() const {

@@ -237,29 +237,33 @@ quant_result quantize(const scheme_config& c, std::span<const double> values, st
   }
 
   const auto& g = out.grid;
-  for (std::int64_t br = 0; br < g.grid_rows; ++br) {
-    for (std::int64_t bc = 0; bc < g.grid_cols; ++bc) {
-      block_stats& b = out.blocks[static_cast<std::size_t>(br * g.grid_cols + bc)];
-      b.row0 = br * g.block_rows;
-      b.col0 = bc * g.block_cols;
-      b.rows = std::min(g.block_rows, rows - b.row0);
-      b.cols = std::min(g.block_cols, cols - b.col0);
-      const block_view v{c, values, cols, b};
-      scan_block(v);
-      switch (c.kind) {
-        case scheme_kind::m_none:
-          b.scale = 1.0;
-          v.each([&](std::int64_t i) { coder.code(i, values[i], 1.0, b); });
-          break;
-        case scheme_kind::m_mx: quantize_mx(v, coder); break;
-        case scheme_kind::m_nvfp4: quantize_nvfp4(v, coder, out.tensor_scale); break;
-        case scheme_kind::m_asym: quantize_asym(v, out); break;
-        default: quantize_symmetric(v, coder, out); break;
-      }
-      out.flushed += b.flushed;
-      out.clipped += b.clipped;
-      out.scale_underflow_blocks += b.scale_underflow ? 1 : 0;
+  // Blocks are independent (each writes only its own elements and stats; stochastic rounding
+  // bits depend on the element index alone), so the result does not depend on the threads.
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::int64_t k = 0; k < g.count(); ++k) {
+    const std::int64_t br = k / g.grid_cols, bc = k % g.grid_cols;
+    block_stats& b = out.blocks[static_cast<std::size_t>(k)];
+    b.row0 = br * g.block_rows;
+    b.col0 = bc * g.block_cols;
+    b.rows = std::min(g.block_rows, rows - b.row0);
+    b.cols = std::min(g.block_cols, cols - b.col0);
+    const block_view v{c, values, cols, b};
+    scan_block(v);
+    switch (c.kind) {
+      case scheme_kind::m_none:
+        b.scale = 1.0;
+        v.each([&](std::int64_t i) { coder.code(i, values[i], 1.0, b); });
+        break;
+      case scheme_kind::m_mx: quantize_mx(v, coder); break;
+      case scheme_kind::m_nvfp4: quantize_nvfp4(v, coder, out.tensor_scale); break;
+      case scheme_kind::m_asym: quantize_asym(v, out); break;
+      default: quantize_symmetric(v, coder, out); break;
     }
+  }
+  for (const auto& b : out.blocks) {
+    out.flushed += b.flushed;
+    out.clipped += b.clipped;
+    out.scale_underflow_blocks += b.scale_underflow ? 1 : 0;
   }
   for (double v : values) {
     out.nan_inputs += std::isnan(v) ? 1 : 0;

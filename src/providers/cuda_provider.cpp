@@ -66,8 +66,12 @@ gpu::attention_mask to_gpu_mask(mask_kind m) {
 
 class gpu_attention_provider final : public attention_provider {
  public:
-  gpu_attention_provider(const gpu::backend_api& api, const provider_options& o)
-      : m_api(api), m_device(o.device) {
+  gpu_attention_provider(const gpu::backend_api& api, const provider_options& o,
+                         const gpu::decode_api* decode = nullptr)
+      : m_api(api), m_device(o.device), m_decode(decode), m_splits(o.splits) {
+    if (m_splits < 0) throw_input_error("--splits", "splits must be >= 1 (0: the forward kernel)");
+    if (m_splits > 0 && decode == nullptr)
+      throw_input_error("--splits", std::string("the ") + api.vendor + " build has no decode kernel");
     const std::string vendor = api.vendor;
     if (api.device_count() == 0) {
       throw_backend_error("--backend " + vendor,
@@ -112,6 +116,7 @@ class gpu_attention_provider final : public attention_provider {
     std::string extra;
     if (m_tile_chosen) extra += fmt::format("tile={}x{}", m_kernel.tile_q, m_kernel.tile_k);
     if (m_faults != 0) extra += (extra.empty() ? "" : ",") + ("inject=" + m_fault_name);
+    if (m_splits > 0) extra += (extra.empty() ? "" : ",") + fmt::format("decode,splits={}", m_splits);
     const std::string vendor = m_api.vendor;
     return extra.empty() ? vendor : vendor + "[" + extra + "]";
   }
@@ -155,9 +160,41 @@ class gpu_attention_provider final : public attention_provider {
     r.n_rows = static_cast<std::int64_t>(row_list.size());
 
     attention_output out = make_poisoned_output(row_list, c.heads, c.head_dim);
+    if (m_splits > 0) return run_decode(r, row_list, std::move(out));
     const gpu::attention_result res = m_api.attention_forward(r);
     std::copy(res.o.begin(), res.o.end(), out.o.begin());
     std::copy(res.lse.begin(), res.lse.end(), out.lse.begin());
+    m_last_kernel_ms = res.kernel_ms;
+    return out;
+  }
+
+  // Split-KV decode: every row computed, the requested ones returned.
+  attention_output run_decode(const gpu::attention_request& r, const std::vector<std::int64_t>& rows,
+                              attention_output out) {
+    if (r.faults != 0) throw_input_error("--inject", "the decode kernel has no fault variants");
+    if (r.softcap != 0.f) throw_input_error("--softcap", "the decode kernel has no softcap");
+    gpu::decode_request d;
+    d.batch = r.batch;
+    d.t = r.t;
+    d.s = r.s;
+    d.hq = r.hq;
+    d.hkv = r.hkv;
+    d.d = r.d;
+    d.fp16 = r.fp16;
+    d.scale = r.scale;
+    d.mask = r.mask;
+    d.window = r.window;
+    d.splits = m_splits;
+    d.device = r.device;
+    d.q = r.q;
+    d.k = r.k;
+    d.v = r.v;
+    const gpu::decode_result res = m_decode->decode(d);
+    const std::int64_t hd = r.hq * r.d;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      std::copy_n(res.o.begin() + rows[i] * hd, hd, out.o.begin() + static_cast<std::int64_t>(i) * hd);
+      std::copy_n(res.lse.begin() + rows[i] * r.hq, r.hq, out.lse.begin() + static_cast<std::int64_t>(i) * r.hq);
+    }
     m_last_kernel_ms = res.kernel_ms;
     return out;
   }
@@ -184,6 +221,11 @@ class gpu_attention_provider final : public attention_provider {
                           {"out", "input"}, {"lse", "f32"}}},
               {"lse_base", "natural log"},
               {"masked_rows", "O = 0, LSE = -inf"}}},
+            {"decode", m_splits > 0 ? nlohmann::json{{"kernel", "decode_split + decode_merge"},
+                                                      {"splits", m_splits},
+                                                      {"p", "f32 (not rounded)"},
+                                                      {"merge", "natural-log LSE, empty splits skipped"}}
+                                    : nlohmann::json(nullptr)},
             {"last_kernel_ms", m_last_kernel_ms}};
   }
 
@@ -197,6 +239,8 @@ class gpu_attention_provider final : public attention_provider {
   std::uint32_t m_faults = 0;
   std::string m_fault_name;
   double m_last_kernel_ms = 0.0;
+  const gpu::decode_api* m_decode = nullptr;
+  int m_splits = 0;
 };
 
 }  // namespace
@@ -219,6 +263,8 @@ std::vector<nlohmann::json> gpu_devices(const gpu::backend_api& api) {
 
 std::unique_ptr<attention_provider> make_cuda_provider(const provider_options& o) {
 #if NUMPROBE_HAVE_CUDA
+  if (o.splits != 0)
+    return std::make_unique<gpu_attention_provider>(gpu::cuda_api(), o, &gpu::cuda_decode_api());
   return make_gpu_attention_provider(gpu::cuda_api(), o);
 #else
   (void)o;

@@ -4,6 +4,7 @@
 
 #include "numprobe/core/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
+#include "src/kernels/emu/flash_decode.hpp"
 #include "src/providers/builtin_providers.hpp"
 #include "src/providers/provider.hpp"
 
@@ -20,12 +21,18 @@ class emu_provider final : public attention_provider {
       m_cfg.tile_k = o.tile->k;
     }
     for (const auto& f : o.faults) m_cfg.faults.push_back(emu::parse_fault(f));
+    apply_serving_knobs(o.knobs);
     // Validate --state names and dtypes now, so a typo fails before any work is done.
     auto probe_states = m_cfg.states;
     for (const auto& [name, dtype] : o.states)
       emu::set_state(probe_states, name, formats::parse_format(dtype, "--state " + name));
   }
-  std::string name() const override { return m_cfg.describe(m_input); }
+  std::string name() const override {
+    if (!m_decode) return m_cfg.describe(m_input);
+    emu::decode_config d = m_dcfg;
+    d.states = m_cfg.states;
+    return d.describe(m_input);
+  }
   tile_shape tiles() const override { return {m_cfg.tile_q, m_cfg.tile_k}; }
   attention_output run(const attention_inputs& in, std::span<const std::int64_t> rows) override {
     // State defaults follow the case's input dtype; explicit --state flags override them.
@@ -35,6 +42,12 @@ class emu_provider final : public attention_provider {
     for (const auto& [name, dtype] : m_opts.states)
       emu::set_state(cfg.states, name, formats::parse_format(dtype, "--state " + name));
     m_cfg.states = cfg.states;
+    if (m_decode) {
+      emu::decode_config d = m_dcfg;
+      d.states = cfg.states;
+      d.faults = cfg.faults;
+      return emu::flash_decode(in, rows, d);
+    }
     return emu::flash_forward(in, cfg, rows);
   }
   nlohmann::json metadata() const override {
@@ -43,12 +56,87 @@ class emu_provider final : public attention_provider {
       states[std::string(n)] = std::string(formats::name(emu::get_state(m_cfg.states, n)));
     std::vector<std::string> faults;
     for (auto f : m_cfg.faults) faults.emplace_back(emu::to_string(f));
-    return {{"tile_q", m_cfg.tile_q}, {"tile_k", m_cfg.tile_k}, {"states", states},
-            {"exp", m_cfg.exp2 ? "exp2 with log2(e) prescale" : "exp"}, {"faults", faults}};
+    nlohmann::json j = {{"tile_q", m_cfg.tile_q}, {"tile_k", m_cfg.tile_k}, {"states", states},
+                        {"exp", m_cfg.exp2 ? "exp2 with log2(e) prescale" : "exp"}, {"faults", faults}};
+    if (m_decode)
+      j["decode"] = {{"splits", m_dcfg.splits}, {"split_size", m_dcfg.split_size},
+                     {"page_size", m_dcfg.page_size}, {"tile_k", m_dcfg.tile_k}};
+    if (m_cfg.fp8.any())
+      j["fp8"] = {{"kv", m_cfg.fp8.kv}, {"kv_format", formats::name(m_cfg.fp8.kv_format)},
+                  {"kv_scale", emu::to_string(m_cfg.fp8.kv_scale)}, {"p", m_cfg.fp8.p},
+                  {"p_format", formats::name(m_cfg.fp8.p_format)}, {"p_prescale", m_cfg.fp8.p_prescale},
+                  {"acc_promote", m_cfg.fp8.acc_promote}, {"acc_mantissa_bits", m_cfg.fp8.acc_mantissa}};
+    return j;
   }
 
  private:
+  // Serving knobs (issue 9): split-KV decode and the fp8 quantization points.
+  void apply_serving_knobs(const std::map<std::string, std::string>& knobs) {
+    auto integer = [&](const char* name) {
+      const auto& text = knobs.at(name);
+      std::int64_t v = 0;
+      try {
+        v = std::stoll(text);
+      } catch (...) {
+        throw_input_error(std::string("--") + name, fmt::format("not an integer: '{}'", text));
+      }
+      if (v <= 0) throw_input_error(std::string("--") + name, "must be positive");
+      return v;
+    };
+    for (const auto& [k, v] : knobs)
+      if (k != "decode" && k != "splits" && k != "split-size" && k != "page-size" && k != "kv-format" &&
+          k != "kv-scale" && k != "p-format" && k != "p-prescale" && k != "acc-promote")
+        throw_input_error("--" + k, "not a knob of the emu backend");
+    m_decode = knobs.count("decode") > 0;
+    m_dcfg.tile_k = m_cfg.tile_k;
+    if (knobs.count("splits")) m_dcfg.splits = integer("splits");
+    if (knobs.count("split-size")) m_dcfg.split_size = integer("split-size");
+    if (knobs.count("page-size")) m_dcfg.page_size = integer("page-size");
+    auto fp8_format = [&](const char* name) {
+      const auto f = formats::parse_format(knobs.at(name), std::string("--") + name);
+      if (formats::info(f).bits != 8 || !formats::info(f).is_float || f == formats::format_id::m_e8m0)
+        throw_input_error(std::string("--") + name, "expected an fp8 format (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz)");
+      return f;
+    };
+    if (knobs.count("kv-format")) {
+      m_cfg.fp8.kv = true;
+      m_cfg.fp8.kv_format = fp8_format("kv-format");
+    }
+    if (knobs.count("kv-scale")) {
+      if (!m_cfg.fp8.kv) throw_input_error("--kv-scale", "needs --kv-format");
+      m_cfg.fp8.kv_scale = emu::parse_kv_scale(knobs.at("kv-scale"));
+    }
+    if (knobs.count("p-format")) {
+      m_cfg.fp8.p = true;
+      m_cfg.fp8.p_format = fp8_format("p-format");
+    }
+    if (knobs.count("p-prescale")) {
+      if (!m_cfg.fp8.p) throw_input_error("--p-prescale", "needs --p-format");
+      m_cfg.fp8.p_prescale = std::stod(knobs.at("p-prescale"));
+    }
+    if (knobs.count("acc-promote")) m_cfg.fp8.acc_promote = integer("acc-promote");
+    if (m_decode && m_cfg.fp8.any())
+      throw_input_error("--decode", "fp8 knobs apply to the prefill kernel only (not yet to --decode)");
+    // Faults that need their mechanism switched on name the missing flag.
+    for (auto f : m_cfg.faults) {
+      const bool decode_only = f == emu::fault::m_merge_nan_empty || f == emu::fault::m_lse_base2_merge ||
+                               f == emu::fault::m_split_tail_drop;
+      if (decode_only && !m_decode)
+        throw_input_error("--inject", fmt::format("fault '{}' needs --decode", emu::to_string(f)));
+      if (m_decode && !emu::decode_fault_supported(f))
+        throw_input_error("--inject", fmt::format("fault '{}' does not apply to --decode", emu::to_string(f)));
+      if (f == emu::fault::m_kv_scale_ignored && !m_cfg.fp8.kv)
+        throw_input_error("--inject", "kv-scale-ignored needs --kv-format");
+      if (f == emu::fault::m_p_no_prescale && !m_cfg.fp8.p)
+        throw_input_error("--inject", "p-no-prescale needs --p-format");
+      if (f == emu::fault::m_acc_no_promotion && m_cfg.fp8.acc_promote == 0)
+        throw_input_error("--inject", "acc-no-promotion needs --acc-promote");
+    }
+  }
+
   provider_options m_opts;
+  bool m_decode = false;
+  emu::decode_config m_dcfg;
   emu::flash_config m_cfg;
   formats::format_id m_input = formats::format_id::m_bf16;
 };

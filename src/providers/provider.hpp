@@ -35,6 +35,9 @@ struct provider_options {
   double exec_timeout_s = 60.0;             // --exec-timeout: per case (worker: per answer)
   bool exec_worker = false;                 // --exec-worker: exec:CMD speaks the worker protocol
   bool keep_temp = false;                   // --keep: keep each case's exec directory
+  // GPU split-KV decode (issue 4): > 0 runs the flash-decoding kernel with this many KV splits
+  // (T = 1..8 queries) instead of the forward kernel; 0 keeps the forward kernel.
+  int splits = 0;                           // --splits
 };
 
 class attention_provider {

@@ -50,6 +50,7 @@ struct check_runner {
 [[nodiscard]] check_runner attention_runner();
 [[nodiscard]] check_runner drift_runner();
 [[nodiscard]] check_runner quant_runner();
+[[nodiscard]] check_runner bisect_runner();
 
 }  // namespace numprobe::scenario
 

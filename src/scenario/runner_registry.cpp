@@ -8,6 +8,7 @@ const std::vector<check_runner>& check_runners() {
       attention_runner(),
       drift_runner(),
       quant_runner(),
+      bisect_runner(),
   };
   return runners;
 }

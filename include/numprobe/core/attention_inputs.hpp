@@ -41,11 +41,15 @@ class attention_inputs {
   [[nodiscard]] std::vector<double> q_rows(std::span<const std::int64_t> rows) const;
   [[nodiscard]] std::vector<double> q_rows_exact(std::span<const std::int64_t> rows) const;
   [[nodiscard]] std::vector<double> q_all() const;
+  // Generates and keeps all of Q (rounded), so that q_all()/q_rows() and prefixes taken from
+  // these inputs copy instead of regenerating: for sweeps on kernels that need every row.
+  void materialize_q();
 
  private:
   attention_case m_case;
   std::vector<double> m_k, m_v, m_k_exact, m_v_exact;
-  std::vector<double> m_q;        // only for inputs given as tensors (rounded)
+  bool m_given = false;           // inputs given as tensors (not generated)
+  std::vector<double> m_q;        // rounded Q when given or materialised
   std::vector<double> m_q_exact;  // likewise, as given
 };
 

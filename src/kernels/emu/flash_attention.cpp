@@ -17,6 +17,7 @@
 #include "numprobe/core/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/emu/flash_mask.hpp"
+#include "src/kernels/emu/state_rounder.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -118,6 +119,10 @@ class flash_runner {
     if (needs_rounding(m_st.q, m_c.dtype))
       for (double& x : m_q) x = formats::round_to(m_st.q, x);
     build_work();
+    if (m_cfg.fp8.kv) {
+      m_k_amax = amax_by_layout(m_in.k());
+      m_v_amax = amax_by_layout(m_in.v());
+    }
 
     // One (batch, KV head) at a time: its K and V are converted to the kernel's storage once
     // and shared by every chunk that reads them (converting per chunk and tile made the
@@ -175,6 +180,43 @@ class flash_runner {
     }
   }
 
+  // fp8 KV: the amax of each scale group, indexed by scale_index().
+  [[nodiscard]] std::int64_t scale_index(std::int64_t b, std::int64_t pos, std::int64_t g, std::int64_t d) const {
+    switch (m_cfg.fp8.kv_scale) {
+      case kv_scale_layout::m_tensor: return 0;
+      case kv_scale_layout::m_head: return g;
+      case kv_scale_layout::m_channel: return g * m_c.head_dim + d;
+      case kv_scale_layout::m_token: return (b * m_c.seq + pos) * m_c.kv_heads + g;
+    }
+    return 0;
+  }
+  [[nodiscard]] std::vector<double> amax_by_layout(std::span<const double> x) const {
+    const std::int64_t groups = m_cfg.fp8.kv_scale == kv_scale_layout::m_tensor ? 1
+                                : m_cfg.fp8.kv_scale == kv_scale_layout::m_head  ? m_c.kv_heads
+                                : m_cfg.fp8.kv_scale == kv_scale_layout::m_channel
+                                    ? m_c.kv_heads * m_c.head_dim
+                                    : m_c.batch * m_c.seq * m_c.kv_heads;
+    std::vector<double> amax(static_cast<std::size_t>(groups), 0.0);
+    for (std::int64_t b = 0; b < m_c.batch; ++b)
+      for (std::int64_t pos = 0; pos < m_c.seq; ++pos)
+        for (std::int64_t g = 0; g < m_c.kv_heads; ++g)
+          for (std::int64_t d = 0; d < m_c.head_dim; ++d) {
+            const double v = std::fabs(x[static_cast<std::size_t>(((b * m_c.seq + pos) * m_c.kv_heads + g) * m_c.head_dim + d)]);
+            double& a = amax[static_cast<std::size_t>(scale_index(b, pos, g, d))];
+            if (v > a) a = v;
+          }
+    return amax;
+  }
+  // One element through the fp8 cache: quantized against its fp32 scale s = amax / max, then
+  // dequantized by the kernel (kv-scale-ignored: codes read as if s were 1).
+  [[nodiscard]] double through_fp8_cache(double x, double amax) const {
+    const double fmax = formats::info(m_cfg.fp8.kv_format).max_finite;
+    const double s = amax > 0 ? static_cast<double>(static_cast<float>(amax / fmax)) : 1.0;
+    const double code = formats::round_to(m_cfg.fp8.kv_format, x / s, formats::rounding::m_nearest_even,
+                                          formats::overflow::m_saturate);
+    return m_cfg.has(fault::m_kv_scale_ignored) ? code : code * s;
+  }
+
   // K and V of one (batch, KV head) as [S, D] matrices in the kernel's storage dtypes.
   void load_kv(std::int64_t batch, std::int64_t kv_head) {
     const std::int64_t s_len = m_c.seq, dim = m_c.head_dim, kv_stride = m_c.kv_heads * dim;
@@ -190,6 +232,13 @@ class flash_runner {
       const double* vs = v_base + r * kv_stride;
       GS* kd = m_k.row(r).data();
       GO* vd = m_v.row(r).data();
+      if (m_cfg.fp8.kv) {
+        for (std::int64_t e = 0; e < dim; ++e) {
+          kd[e] = static_cast<GS>(through_fp8_cache(ks[e], m_k_amax[static_cast<std::size_t>(scale_index(batch, r, kv_head, e))]));
+          vd[e] = static_cast<GO>(through_fp8_cache(vs[e], m_v_amax[static_cast<std::size_t>(scale_index(batch, r, kv_head, e))]));
+        }
+        continue;
+      }
       if (round_k) {
         for (std::int64_t e = 0; e < dim; ++e) kd[e] = static_cast<GS>(formats::round_to(m_st.k, ks[e]));
       } else {
@@ -224,6 +273,11 @@ class flash_runner {
     row_matrix<GS> q(nq, dim), s(nq, bk);
     row_matrix<GO> p(nq, bk), pv(nq, dim), o(nq, dim);
     o.setZero();
+    const bool acc_model = m_cfg.fp8.acc_promote > 0;
+    const bool no_promotion = m_cfg.has(fault::m_acc_no_promotion);
+    row_matrix<GO> o_acc(acc_model ? nq : 0, acc_model ? dim : 0);
+    o_acc.setZero();
+    std::vector<std::int64_t> since_promote(static_cast<std::size_t>(nq), 0);
     std::vector<A> m(static_cast<std::size_t>(nq), m_init), m_prev(m.size(), m_init);
     std::vector<A> l(m.size(), A(0)), alpha(m.size(), A(1)), x(static_cast<std::size_t>(bk));
     std::vector<std::int64_t> seen(m.size(), 0);
@@ -289,6 +343,12 @@ class flash_runner {
           const A pc = m_round_p(exp_fn(x[static_cast<std::size_t>(c)] - m_use));
           x[static_cast<std::size_t>(c)] = pc;
           p(v, c) = static_cast<GO>(pc);
+          // fp8 P: quantized (after its pre-scale) for P.V only; l keeps the unquantized P, so
+          // flushed mass leaves the numerator alone and the LSE still looks exact.
+          if (m_cfg.fp8.p)
+            p(v, c) = static_cast<GO>(formats::round_to(m_cfg.fp8.p_format, static_cast<double>(pc) * m_p_scale,
+                                                        formats::rounding::m_nearest_even,
+                                                        formats::overflow::m_saturate) / m_p_scale);
         }
         // The running sum accumulates element by element in the l dtype, as each thread's
         // register does: a bf16 sum of increments near 1 stalls at 256.
@@ -305,6 +365,22 @@ class flash_runner {
       for (std::int64_t v = a0; v < a1; ++v) {
         if (!active[static_cast<std::size_t>(v)]) continue;
         const GO a = static_cast<GO>(alpha[static_cast<std::size_t>(v)]);
+        if (acc_model) {
+          // fp8 MMA accumulator: limited mantissa per tile, promoted into fp32 every N tiles.
+          const int bits = m_cfg.fp8.acc_mantissa;
+          for (std::int64_t e = 0; e < dim; ++e) {
+            o_acc(v, e) = a * o_acc(v, e);
+            o(v, e) = static_cast<GO>(truncate_mantissa(truncate_mantissa(double(a * o(v, e)), bits) + double(pv(v, e)), bits));
+          }
+          if (++since_promote[static_cast<std::size_t>(v)] == m_cfg.fp8.acc_promote && !no_promotion) {
+            for (std::int64_t e = 0; e < dim; ++e) {
+              o_acc(v, e) += o(v, e);
+              o(v, e) = GO(0);
+            }
+            since_promote[static_cast<std::size_t>(v)] = 0;
+          }
+          continue;
+        }
         if (m_round_o.identity) {
           for (std::int64_t e = 0; e < dim; ++e) o(v, e) = a * o(v, e) + pv(v, e);
         } else {
@@ -327,6 +403,8 @@ class flash_runner {
         lse = -std::numeric_limits<double>::infinity();
         continue;
       }
+      if (acc_model)
+        for (std::int64_t e = 0; e < dim; ++e) o(v, e) += o_acc(v, e);
       for (std::int64_t e = 0; e < dim; ++e) dst[e] = static_cast<double>(round_out(static_cast<F>(o(v, e)) / lf));
       lse = static_cast<double>(round_lse(static_cast<F>(m[vi]) + std::log(lf)));
     }
@@ -341,6 +419,8 @@ class flash_runner {
   state_rounder<GO> m_round_o;
   A m_log2e = m_round_s(static_cast<A>(std::numbers::log2e));
   std::vector<double> m_q;
+  std::vector<double> m_k_amax, m_v_amax;  // fp8 KV scale groups
+  double m_p_scale = m_cfg.fp8.p && !m_cfg.has(fault::m_p_no_prescale) ? m_cfg.fp8.p_prescale : 1.0;
   row_matrix<GS> m_k;  // K of the (batch, KV head) being processed
   row_matrix<GO> m_v;
   std::vector<query_vec> m_vecs;

@@ -25,6 +25,14 @@ enum class fault : std::uint8_t {
   m_no_empty_guard,   // exp(-inf - -inf) reaches l and O for rows with no valid key yet
   m_drop_tail_tile,   // a partial last key tile is ignored
   m_finite_sentinel,  // running max starts at -1e4 instead of -inf
+  // split-KV decode (flash_decode.hpp)
+  m_merge_nan_empty,   // the LSE merge takes exp(-inf - -inf) when every split is empty
+  m_lse_base2_merge,   // splits write a base-2 LSE that the natural-log merge reads as natural
+  m_split_tail_drop,   // the last split ignores its partial tail tile
+  // fp8 attention (fp8_config below)
+  m_kv_scale_ignored,  // the K/V dequantization treats the cache scale as 1
+  m_p_no_prescale,     // P is quantized to fp8 without its pre-scale
+  m_acc_no_promotion,  // the limited-precision fp8 MMA accumulator is never promoted to fp32
 };
 
 [[nodiscard]] std::span<const fault> all_faults();
@@ -52,12 +60,36 @@ void set_state(state_dtypes& st, std::string_view name, formats::format_id f,
 [[nodiscard]] std::span<const std::string_view> state_names();
 [[nodiscard]] formats::format_id get_state(const state_dtypes& st, std::string_view name);
 
+// FP8 attention (issue 9): the three quantization points. K/V are quantized to `kv_format` with
+// scales laid out per tensor, per (KV) head, per channel (d) or per token (position), each
+// s = amax / max_finite(kv_format) in fp32, and dequantized by the kernel (codes x s). P is
+// quantized to `p_format` after multiplying by `p_prescale` (the P.V product is divided by it
+// again); l keeps the unquantized fp32 P, so mass lost by P hits the numerator only. The fp8
+// MMA accumulator keeps `acc_mantissa` fraction bits (the rest truncated) and is added into an
+// fp32 accumulator every `acc_promote` key tiles (0: accumulator not modelled).
+enum class kv_scale_layout : std::uint8_t { m_tensor, m_head, m_channel, m_token };
+[[nodiscard]] std::string_view to_string(kv_scale_layout l);
+[[nodiscard]] kv_scale_layout parse_kv_scale(std::string_view text, const std::string& place = "--kv-scale");
+
+struct fp8_config {
+  bool kv = false;
+  formats::format_id kv_format = formats::format_id::m_e4m3fn;
+  kv_scale_layout kv_scale = kv_scale_layout::m_head;
+  bool p = false;
+  formats::format_id p_format = formats::format_id::m_e4m3fn;
+  double p_prescale = 1.0;
+  std::int64_t acc_promote = 0;
+  int acc_mantissa = 13;
+  [[nodiscard]] bool any() const { return kv || p || acc_promote > 0; }
+};
+
 struct flash_config {
   std::int64_t tile_q = 64;
   std::int64_t tile_k = 64;
   state_dtypes states = default_states(formats::format_id::m_bf16);
   bool exp2 = true;  // exp(x) computed as exp2(x * log2(e)) with the prescale rounded to s dtype
   std::vector<fault> faults;
+  fp8_config fp8;  // off by default
 
   [[nodiscard]] bool has(fault f) const;
   // "emu[tile=64x64,s=f32,...,inject=skip-rescale]" listing only non-default settings.

@@ -17,7 +17,7 @@ struct fault_name {
   std::string_view name;
 };
 
-constexpr std::array<fault_name, 8> k_fault_names{{
+constexpr std::array<fault_name, 14> k_fault_names{{
     {fault::m_skip_rescale, "skip-rescale"},
     {fault::m_stale_max, "stale-max"},
     {fault::m_rowsum_bf16, "rowsum-bf16"},
@@ -26,13 +26,23 @@ constexpr std::array<fault_name, 8> k_fault_names{{
     {fault::m_no_empty_guard, "no-empty-guard"},
     {fault::m_drop_tail_tile, "drop-tail-tile"},
     {fault::m_finite_sentinel, "finite-sentinel"},
+    {fault::m_merge_nan_empty, "merge-nan-empty"},
+    {fault::m_lse_base2_merge, "lse-base2-merge"},
+    {fault::m_split_tail_drop, "split-tail-drop"},
+    {fault::m_kv_scale_ignored, "kv-scale-ignored"},
+    {fault::m_p_no_prescale, "p-no-prescale"},
+    {fault::m_acc_no_promotion, "acc-no-promotion"},
 }};
 
-constexpr std::array<fault, 8> k_faults{
-    fault::m_skip_rescale,   fault::m_stale_max,      fault::m_rowsum_bf16,
-    fault::m_acc_bf16,       fault::m_mask_top_left,  fault::m_no_empty_guard,
-    fault::m_drop_tail_tile, fault::m_finite_sentinel,
+constexpr std::array<fault, 14> k_faults{
+    fault::m_skip_rescale,     fault::m_stale_max,        fault::m_rowsum_bf16,
+    fault::m_acc_bf16,         fault::m_mask_top_left,    fault::m_no_empty_guard,
+    fault::m_drop_tail_tile,   fault::m_finite_sentinel,  fault::m_merge_nan_empty,
+    fault::m_lse_base2_merge,  fault::m_split_tail_drop,  fault::m_kv_scale_ignored,
+    fault::m_p_no_prescale,    fault::m_acc_no_promotion,
 };
+
+constexpr std::array<std::string_view, 4> k_kv_scale_names{"tensor", "head", "channel", "token"};
 
 constexpr std::array<std::string_view, 10> k_state_names{"q", "k", "v", "s",   "p",
                                                          "m", "l", "o", "out", "lse"};
@@ -57,6 +67,14 @@ std::string joined_state_names() { return fmt::format("{}", fmt::join(k_state_na
 }  // namespace
 
 std::span<const fault> all_faults() { return k_faults; }
+
+std::string_view to_string(kv_scale_layout l) { return k_kv_scale_names[static_cast<std::size_t>(l)]; }
+
+kv_scale_layout parse_kv_scale(std::string_view text, const std::string& place) {
+  for (std::size_t i = 0; i < k_kv_scale_names.size(); ++i)
+    if (k_kv_scale_names[i] == text) return static_cast<kv_scale_layout>(i);
+  throw_input_error(place, fmt::format("unknown scale layout '{}' (expected tensor|head|channel|token)", text));
+}
 
 std::string_view to_string(fault f) {
   for (const auto& n : k_fault_names)
@@ -120,6 +138,10 @@ std::string flash_config::describe(formats::format_id input) const {
     if (f != get_state(defaults, n)) out += fmt::format(",{}={}", n, formats::name(f));
   }
   if (!exp2) out += ",exp=exp";
+  if (fp8.kv)
+    out += fmt::format(",kv={}/{}", formats::name(fp8.kv_format), to_string(fp8.kv_scale));
+  if (fp8.p) out += fmt::format(",p={}x{}", formats::name(fp8.p_format), fp8.p_prescale);
+  if (fp8.acc_promote > 0) out += fmt::format(",acc-promote={}", fp8.acc_promote);
   if (!faults.empty()) {
     std::vector<std::string_view> names;
     for (fault f : faults) names.push_back(to_string(f));

@@ -94,4 +94,108 @@ struct backend_api {
 [[nodiscard]] const backend_api& cuda_api();
 [[nodiscard]] const backend_api& hip_api();
 
+// ------------------------------------------------------------------ quantize (issue 4)
+// Quantize kernels (src/kernels/gpu/quantize*.cu): codes and scales bit-exact with
+// numprobe::formats::quantize on the same float inputs (docs/gpu.md, "Quantize kernels").
+enum class quant_kind : std::uint8_t {
+  m_tensor,    // one scale for the tensor (amax reduction on the device first)
+  m_row_block, // blocks of block_cols along a row: 1x128 fp8, MX (32), NVFP4 (16), int4 groups
+  m_block2d,   // block_rows x 128 tiles (DeepSeek-V3 128x128 weights)
+  m_mx,        // OCP MX: e8m0 shared exponent by mx_rule
+  m_nvfp4,     // e4m3 block scale x fp32 tensor scale amax / (6 * 448)
+  m_asym,      // AWQ: uint4 with f16 scale and zero point per group
+};
+enum class quant_elem : std::uint8_t { m_e4m3, m_e2m1, m_i4, m_u4 };
+enum class quant_scale : std::uint8_t { m_f32, m_f16, m_e4m3, m_e8m0 };
+
+struct quant_request {
+  quant_kind kind = quant_kind::m_tensor;
+  quant_elem elem = quant_elem::m_e4m3;
+  quant_scale scale = quant_scale::m_f32;
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t block_rows = 1, block_cols = 128;  // block2d tile / row-block length (16..128)
+  double amax_floor = 0.0;  // DeepSeek-V3 activations: max(amax, 1e-4)
+  int mx_rule = 0;          // 0 floor, 1 ceil, 2 rceil (formats::mx_rule order)
+  bool hw_cvt = true;       // use cvt.rn.satfinite.e4m3x2.f32 where the device has it
+  bool dequant = false;     // int4 only: also run the int4 -> fp16 (0x6400) dequant kernel
+  int device = 0;
+  const float* x = nullptr;  // [rows, cols] row-major
+};
+
+struct quant_device_result {
+  std::vector<std::uint8_t> packed;      // as the kernel wrote them (4-bit: 2 per byte, low first)
+  std::vector<std::uint32_t> codes;      // unpacked, one per element
+  std::vector<std::uint32_t> scale_codes;  // per block, row-major block grid (tensor: 1)
+  std::vector<std::uint8_t> zero_points;   // m_asym
+  float tensor_scale = 1.f;              // NVFP4 s_t; 1 otherwise
+  std::vector<std::uint16_t> dequant_f16;  // int4 dequant output (fp16 bits), when asked
+  double kernel_ms = 0.0;                // the quantize kernel alone
+  double amax_ms = 0.0;                  // the tensor amax pass (tensor, NVFP4)
+  std::string conversion;                // "cvt.rn.satfinite.e4m3x2.f32" or "software"
+};
+
+// Achieved bandwidth of one quantize kernel over a device-generated fp32 tensor of `bytes`
+// against a device-to-device copy of the same bytes, both timed in the same call.
+struct quant_bandwidth {
+  double quant_ms = 0.0, amax_ms = 0.0, copy_ms = 0.0;
+  double quant_bytes = 0.0, copy_bytes = 0.0;  // bytes read + written
+  double quant_gbs = 0.0, copy_gbs = 0.0;
+};
+
+struct quant_api {
+  const char* vendor;
+  // Throws numprobe::error: input (exit 2) for a shape/scheme the kernels do not cover,
+  // backend (exit 3) naming a failing call. Device outputs are poisoned before each launch.
+  quant_device_result (*quantize)(const quant_request& req);
+  quant_bandwidth (*bandwidth)(const quant_request& shape, std::int64_t bytes, int iters);
+};
+
+[[nodiscard]] const quant_api& cuda_quant_api();
+[[nodiscard]] const quant_api& hip_quant_api();
+
+// ------------------------------------------------------------------ split-KV decode (issue 4)
+// Flash-decoding (src/kernels/gpu/flash_decode*.cu): T = 1..8 new queries over S cached keys,
+// S cut into `splits` ranges; each split writes (O_i, LSE_i) in fp32, a merge kernel combines
+// LSE = log sum exp(LSE_i), O = sum exp(LSE_i - LSE) O_i. Empty splits (no visible key) have
+// LSE_i = -inf and contribute 0; a row with no visible key gives O = 0, LSE = -inf.
+enum class kv_format : std::uint8_t {
+  m_input,          // K/V in the input dtype (bf16/fp16)
+  m_e4m3_tensor,    // e4m3fn K/V with one fp32 scale for K and one for V
+  m_e4m3_head,      // e4m3fn K/V with one fp32 scale per KV head for K and for V
+};
+
+struct decode_request {
+  std::int64_t batch = 1, t = 1, s = 0, hq = 0, hkv = 0, d = 0;
+  bool fp16 = false;
+  float scale = 0.f;
+  attention_mask mask = attention_mask::m_none;  // none, causal (bottom-right), window
+  std::int64_t window = 0;
+  int splits = 1;  // >= 1; splits larger than S leave empty splits (handled exactly)
+  kv_format kv = kv_format::m_input;
+  // FP8 KV: codes are formed on the host by the caller (e4m3fn bytes), scales per tensor
+  // (k_scale[0]) or per KV head (k_scale[h]).
+  const std::uint8_t* k8 = nullptr;
+  const std::uint8_t* v8 = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  int device = 0;
+  const float* q = nullptr;  // [B*T, Hq, D]
+  const float* k = nullptr;  // [B*S, Hkv, D] (m_input)
+  const float* v = nullptr;
+};
+
+struct decode_result {
+  std::vector<float> o;    // [B*T, Hq, D], output dtype widened
+  std::vector<float> lse;  // [B*T, Hq], natural log
+  std::vector<float> split_lse;  // [splits, B*T, Hq]: per-split LSE (-inf for empty splits)
+  double kernel_ms = 0.0;  // split kernel + merge
+};
+
+struct decode_api {
+  const char* vendor;
+  decode_result (*decode)(const decode_request& req);
+};
+[[nodiscard]] const decode_api& cuda_decode_api();
+[[nodiscard]] const decode_api& hip_decode_api();
+
 }  // namespace numprobe::gpu

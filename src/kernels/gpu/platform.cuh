@@ -68,11 +68,20 @@ __device__ __forceinline__ void mma_16816(float (&)[4], const uint32_t (&)[4], u
   __builtin_trap();
 }
 
+// Quantize: no fp8 conversion instruction is used on AMD (gfx90a has none; gfx940's
+// v_cvt_pk_fp8_f32 is e4m3fnuz, not OCP e4m3fn): the software encoder runs instead.
+inline constexpr bool has_cvt_e4m3 = false;
+inline constexpr const char* cvt_e4m3_impl = "software (bit manipulation, RNE, saturating)";
+__device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float, float) { __builtin_trap(); return 0; }
+inline constexpr auto memcpy_d2d = hipMemcpyDeviceToDevice;
+
 inline constexpr auto memcpy_h2d = hipMemcpyHostToDevice;
 inline constexpr auto memcpy_d2h = hipMemcpyDeviceToHost;
 inline constexpr auto func_attr_max_dynamic_smem = hipFuncAttributeMaxDynamicSharedMemorySize;
 inline constexpr auto attr_clock_rate = hipDeviceAttributeClockRate;
 #define NUMPROBE_GPU_BACKEND_API_NAME hip_api
+#define NUMPROBE_GPU_QUANT_API_NAME hip_quant_api
+#define NUMPROBE_GPU_DECODE_API_NAME hip_decode_api
 inline std::string arch_name(const device_prop_t& p) {
   std::string a = p.gcnArchName;
   return a.substr(0, a.find(':'));  // "gfx90a:sramecc+:xnack-" -> "gfx90a"
@@ -120,11 +129,29 @@ __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_gr
 template <int N>
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// Quantize: OCP e4m3 by the hardware conversion (sm_89+): RNE, +-inf and overflow to +-448,
+// NaN to NaN. Packs lo in bits 0-7, hi in bits 8-15. Elsewhere the software encoder runs.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+inline constexpr bool has_cvt_e4m3 = true;
+__device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float lo, float hi) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+#else
+inline constexpr bool has_cvt_e4m3 = false;
+__device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float, float) { __trap(); return 0; }
+#endif
+inline constexpr const char* cvt_e4m3_impl = "cvt.rn.satfinite.e4m3x2.f32 (sm_89+), software below";
+inline constexpr auto memcpy_d2d = cudaMemcpyDeviceToDevice;
+
 inline constexpr auto memcpy_h2d = cudaMemcpyHostToDevice;
 inline constexpr auto memcpy_d2h = cudaMemcpyDeviceToHost;
 inline constexpr auto func_attr_max_dynamic_smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
 inline constexpr auto attr_clock_rate = cudaDevAttrClockRate;
 #define NUMPROBE_GPU_BACKEND_API_NAME cuda_api
+#define NUMPROBE_GPU_QUANT_API_NAME cuda_quant_api
+#define NUMPROBE_GPU_DECODE_API_NAME cuda_decode_api
 inline std::string arch_name(const device_prop_t& p) {
   return "sm_" + std::to_string(p.major) + std::to_string(p.minor);
 }

@@ -1,0 +1,152 @@
+#include "probes/scan_fnuz.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include "numprobe/core/error.hpp"
+#include "numprobe/formats/format.hpp"
+#include "numprobe/io/checkpoint.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+using formats::format_id;
+
+nlohmann::json num(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+// Scale tensors that go with a weight, by the names FP8 checkpoints use.
+std::string find_scale(const std::set<std::string>& names, const std::string& w) {
+  std::vector<std::string> cands = {w + "_scale", w + "_scale_inv"};
+  const std::string suffix = ".weight";
+  if (w.size() > suffix.size() && w.ends_with(suffix)) {
+    const auto stem = w.substr(0, w.size() - suffix.size());
+    cands.push_back(stem + ".weight_scale");
+    cands.push_back(stem + ".weight_scale_inv");
+    cands.push_back(stem + ".scale");
+  }
+  for (const auto& c : cands)
+    if (names.count(c)) return c;
+  return {};
+}
+
+}  // namespace
+
+fnuz_code_map map_e4m3fn_code(std::uint8_t code) {
+  fnuz_code_map m;
+  m.fn_code = code;
+  m.fn_value = formats::decode(format_id::m_e4m3fn, code);
+  m.reinterpreted = formats::decode(format_id::m_e4m3fnuz, code);
+  m.rewrite = code == 0x80;
+  m.reuse_code = m.rewrite ? std::uint8_t{0x00} : code;
+  m.reuse_value = 2.0 * formats::decode(format_id::m_e4m3fnuz, m.reuse_code);
+  m.nan_becomes_number = std::isnan(m.fn_value);
+  if (std::isnan(m.fn_value)) {
+    m.reencoded_code = 0x80;
+    m.reencoded_value = std::nan("");
+  } else {
+    m.clips = std::fabs(m.fn_value) > 240.0;
+    m.reencoded_code = static_cast<std::uint8_t>(formats::encode(
+        format_id::m_e4m3fnuz, m.fn_value, formats::rounding::m_nearest_even,
+        formats::overflow::m_saturate));
+    m.reencoded_value = formats::decode(format_id::m_e4m3fnuz, m.reencoded_code);
+  }
+  return m;
+}
+
+fnuz_report run_fnuz_migration(const std::string& checkpoint, const std::string& filter) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::regex re;
+  try {
+    re = std::regex(filter.empty() ? std::string(".*") : filter, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw_input_error("--filter", "bad regular expression '" + filter + "': " + e.what());
+  }
+  std::array<fnuz_code_map, 256> maps;
+  for (int c = 0; c < 256; ++c) maps[static_cast<std::size_t>(c)] = map_e4m3fn_code(static_cast<std::uint8_t>(c));
+
+  const auto ck = io::checkpoint::open(checkpoint);
+  std::set<std::string> names;
+  for (const auto& e : ck.tensors()) names.insert(e.name);
+  fnuz_report rep;
+  rep.checkpoint = checkpoint;
+  rep.total.name = "total";
+  ck.for_each([&](const io::tensor_view& v) {
+    if (!std::regex_search(v.name, re)) return;
+    if (v.dtype != io::dtype::m_e4m3fn) {
+      if (v.dtype == io::dtype::m_e4m3fnuz || v.dtype == io::dtype::m_e5m2)
+        rep.skipped.push_back(v.name + " (dtype " + std::string(io::name(v.dtype)) + ")");
+      return;
+    }
+    std::array<std::int64_t, 256> hist{};
+    for (const auto b : v.bytes) ++hist[static_cast<std::uint8_t>(b)];
+    fnuz_tensor_report t;
+    t.name = v.name;
+    t.scale_tensor = find_scale(names, v.name);
+    for (std::size_t c = 0; c < 256; ++c) {
+      const auto n = hist[c];
+      if (!n) continue;
+      const auto& m = maps[c];
+      t.elements += n;
+      if (c == 0x00) t.zeros += n;
+      if (m.rewrite) t.neg_zero_rewrites += n;
+      if (m.nan_becomes_number) t.nan_codes += n;
+      if (m.clips) t.clip_same_scale += n;
+      if (std::isfinite(m.fn_value) && m.fn_value != 0.0) {
+        t.change_bits += n;
+        t.amax = std::max(t.amax, std::fabs(m.fn_value));
+      }
+    }
+    t.scale_factor_no_clip = std::max(1.0, t.amax / 240.0);
+    auto& s = rep.total;
+    s.elements += t.elements;
+    s.zeros += t.zeros;
+    s.neg_zero_rewrites += t.neg_zero_rewrites;
+    s.nan_codes += t.nan_codes;
+    s.clip_same_scale += t.clip_same_scale;
+    s.change_bits += t.change_bits;
+    s.amax = std::max(s.amax, t.amax);
+    s.scale_factor_no_clip = std::max(s.scale_factor_no_clip, t.scale_factor_no_clip);
+    rep.tensors.push_back(std::move(t));
+  });
+  std::stable_sort(rep.tensors.begin(), rep.tensors.end(),
+                   [](const auto& a, const auto& b) { return a.clip_same_scale > b.clip_same_scale; });
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+nlohmann::json to_json(const fnuz_report& r) {
+  const auto one = [](const fnuz_tensor_report& t) {
+    return nlohmann::json{{"name", t.name},
+                          {"elements", t.elements},
+                          {"zeros", t.zeros},
+                          {"neg_zero_rewrites", t.neg_zero_rewrites},
+                          {"nan_codes", t.nan_codes},
+                          {"clip_same_scale", t.clip_same_scale},
+                          {"change_bits", t.change_bits},
+                          {"amax", num(t.amax)},
+                          {"scale_factor_no_clip", num(t.scale_factor_no_clip)},
+                          {"scale_tensor", t.scale_tensor}};
+  };
+  nlohmann::json j;
+  j["checkpoint"] = r.checkpoint;
+  j["from"] = "e4m3fn";
+  j["to"] = "e4m3fnuz";
+  j["recipe"] = "reuse bits: rewrite 0x80 -> 0x00 and double every scale (exact); or re-encode "
+                "at the same scale: values above 240 clip unless the scale grows by "
+                "scale_factor_no_clip";
+  j["tensors"] = nlohmann::json::array();
+  for (const auto& t : r.tensors) j["tensors"].push_back(one(t));
+  j["total"] = one(r.total);
+  j["skipped"] = r.skipped;
+  j["seconds"] = r.seconds;
+  return j;
+}
+
+}  // namespace numprobe::probes

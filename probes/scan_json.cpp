@@ -1,0 +1,124 @@
+// The scan probe's machine output: JSON (nested per tensor and per scheme) and CSV (one row
+// per tensor and scheme). Non-finite numbers have no JSON form and are written as strings.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "probes/scan_probe.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+nlohmann::json num(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+nlohmann::json group_json(const scan_group& g) {
+  return {{"key", g.key},           {"tensors", g.tensors},       {"elements", g.elements},
+          {"sqnr_db", num(g.sqnr_db)}, {"rel_rms", num(g.rel_rms)}, {"flushed", g.flushed},
+          {"clipped", g.clipped},   {"outlier_blocks", g.outlier_blocks},
+          {"bytes", g.bytes},
+          {"bits_per_param", g.elements ? g.bytes * 8.0 / static_cast<double>(g.elements) : 0.0},
+          {"worst_tensor", g.worst_tensor}, {"worst_sqnr_db", num(g.worst_sqnr_db)}};
+}
+
+nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols) {
+  const auto& b = r.worst.stats;
+  nlohmann::json w = nullptr;
+  if (!r.worst.flat.empty()) {
+    w = {{"outlier", r.worst.outlier},
+         {"row0", b.row0},
+         {"col0", b.col0},
+         {"rows", b.rows},
+         {"cols", b.cols},
+         {"amax", num(b.amax)},
+         {"argmax", b.argmax < 0 ? nlohmann::json(nullptr)
+                                 : nlohmann::json::array({b.argmax / cols, b.argmax % cols})},
+         {"scale", num(b.scale)},
+         {"scale_code", b.scale_code},
+         {"flushed", b.flushed},
+         {"clipped", b.clipped},
+         {"elements", nlohmann::json::array()}};
+    for (std::size_t i = 0; i < r.worst.flat.size(); ++i)
+      w["elements"].push_back({{"at", {r.worst.flat[i] / cols, r.worst.flat[i] % cols}},
+                               {"input", num(r.worst.input[i])},
+                               {"dequant", num(r.worst.dequant[i])}});
+  }
+  return {{"scheme", r.scheme},
+          {"sqnr_db", num(r.sqnr_db)},
+          {"rel_rms", num(r.rel_rms)},
+          {"max_abs", num(r.max_abs)},
+          {"flushed", r.flushed},
+          {"clipped", r.clipped},
+          {"scale_underflow_blocks", r.scale_underflow_blocks},
+          {"outlier_blocks", r.outlier_blocks},
+          {"outlier_flushed", r.outlier_flushed},
+          {"blocks", r.blocks},
+          {"nonfinite_inputs", r.nonfinite_inputs},
+          {"nonfinite_outputs", r.nonfinite_outputs},
+          {"bits_per_element", r.bits_per_element},
+          {"bytes", r.bytes},
+          {"worst_block", w}};
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+nlohmann::json to_json(const scan_report& r) {
+  nlohmann::json j;
+  j["checkpoint"] = r.options.checkpoint;
+  j["schemes"] = r.options.schemes;
+  j["filter"] = r.options.filter;
+  j["tensors"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.tensors.size(); ++i) {
+    const auto& t = r.tensors[i];
+    nlohmann::json jt = {{"rank", i + 1},     {"name", t.name},       {"dtype", t.dtype},
+                         {"shape", t.shape},  {"rows", t.rows},       {"cols", t.cols},
+                         {"layer_type", t.layer_type},
+                         {"layer", t.layer < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.layer)},
+                         {"results", nlohmann::json::array()}};
+    for (const auto& s : t.results) jt["results"].push_back(result_json(s, t.cols));
+    j["tensors"].push_back(std::move(jt));
+  }
+  j["by_layer_type"] = nlohmann::json::object();
+  j["by_depth"] = nlohmann::json::object();
+  j["totals"] = nlohmann::json::object();
+  for (std::size_t s = 0; s < r.totals.size(); ++s) {
+    const std::string key = r.totals[s].key;
+    auto& bt = j["by_layer_type"][key] = nlohmann::json::array();
+    for (const auto& g : r.by_type[s]) bt.push_back(group_json(g));
+    auto& bd = j["by_depth"][key] = nlohmann::json::array();
+    for (const auto& g : r.by_depth[s]) bd.push_back(group_json(g));
+    j["totals"][key] = group_json(r.totals[s]);
+  }
+  j["source_bytes"] = r.source_bytes;
+  j["skipped"] = r.skipped;
+  j["seconds"] = r.seconds;
+  return j;
+}
+
+std::string to_csv(const scan_report& r) {
+  std::string out =
+      "rank,tensor,dtype,rows,cols,layer_type,layer,scheme,sqnr_db,rel_rms,max_abs,flushed,"
+      "clipped,scale_underflow_blocks,outlier_blocks,outlier_flushed,blocks,bits_per_element,"
+      "bytes\n";
+  for (std::size_t i = 0; i < r.tensors.size(); ++i) {
+    const auto& t = r.tensors[i];
+    for (const auto& s : t.results)
+      out += fmt::format("{},{},{},{},{},{},{},{},{:.17g},{:.17g},{:.17g},{},{},{},{},{},{},{:.17g},{:.17g}\n",
+                         i + 1, csv_field(t.name), t.dtype, t.rows, t.cols, t.layer_type,
+                         t.layer < 0 ? std::string() : std::to_string(t.layer), s.scheme,
+                         s.sqnr_db, s.rel_rms, s.max_abs, s.flushed, s.clipped,
+                         s.scale_underflow_blocks, s.outlier_blocks, s.outlier_flushed, s.blocks,
+                         s.bits_per_element, s.bytes);
+  }
+  return out;
+}
+
+}  // namespace numprobe::probes

@@ -1,0 +1,319 @@
+#include "probes/scan_probe.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <map>
+#include <regex>
+
+#include "numprobe/core/error.hpp"
+#include "numprobe/io/checkpoint.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+using formats::scheme_kind;
+constexpr double k_inf = std::numeric_limits<double>::infinity();
+constexpr std::size_t k_worked_elements = 32;
+
+double sqnr_of(double sx, double se) { return se > 0 ? 10.0 * std::log10(sx / se) : k_inf; }
+double rel_rms_of(double sx, double se) {
+  return sx > 0 ? std::sqrt(se / sx) : (se > 0 ? k_inf : 0.0);
+}
+
+// Same rule as the quant probe: a scaled block whose scale was set by one element and which
+// flushed a non-zero neighbour; blocks whose scale itself underflowed are counted apart.
+bool is_outlier_block(scheme_kind k, const formats::block_stats& b) {
+  return k != scheme_kind::m_none && !b.scale_underflow && b.argmax >= 0 && b.flushed > 0 &&
+         b.rows * b.cols > 1;
+}
+
+bool float_dtype(io::dtype d) {
+  return d == io::dtype::m_f32 || d == io::dtype::m_f16 || d == io::dtype::m_bf16 ||
+         d == io::dtype::m_f64;
+}
+
+void finish_group(scan_group& g) {
+  g.sqnr_db = sqnr_of(g.sum_sq, g.sum_sq_err);
+  g.rel_rms = rel_rms_of(g.sum_sq, g.sum_sq_err);
+}
+
+void add_to_group(scan_group& g, const scan_tensor& t, const scan_scheme_result& r) {
+  ++g.tensors;
+  g.elements += r.elements;
+  g.sum_sq += r.sum_sq;
+  g.sum_sq_err += r.sum_sq_err;
+  g.flushed += r.flushed;
+  g.clipped += r.clipped;
+  g.outlier_blocks += r.outlier_blocks;
+  g.bytes += r.bytes;
+  if (g.worst_tensor.empty() || r.sqnr_db < g.worst_sqnr_db) {
+    g.worst_tensor = t.name;
+    g.worst_sqnr_db = r.sqnr_db;
+  }
+}
+
+}  // namespace
+
+// Layer types, by the names Hugging Face (Llama, Mistral, Qwen, DeepSeek), GPT-2/NeoX and
+// llama.cpp (GGUF-converted) checkpoints use. Norms are checked first: "q_norm" is a norm.
+std::string layer_type_of(const std::string& name) {
+  std::string n = name;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto has = [&](std::string_view s) { return n.find(s) != std::string::npos; };
+  if (has("norm") || has(".ln_") || has("ln_f")) return "norms";
+  if (has("lm_head") || n == "output.weight") return "lm_head";
+  if (has("embed") || has("wte") || has("wpe") || has("tok_embeddings")) return "embeddings";
+  if (has("qkv")) return "qkv_proj";
+  if (has("q_proj") || has(".wq.") || has("attn_q.") || has(".query.")) return "q_proj";
+  if (has("k_proj") || has(".wk.") || has("attn_k.") || has(".key.")) return "k_proj";
+  if (has("v_proj") || has(".wv.") || has("attn_v.") || has(".value.")) return "v_proj";
+  if (has("o_proj") || has(".wo.") || has("out_proj") || has("attn_output") || has("attn.c_proj"))
+    return "o_proj";
+  if (has("gate_up")) return "gate_up_proj";
+  if (has("gate_proj") || has(".w1.") || has("ffn_gate")) return "gate_proj";
+  if (has("up_proj") || has(".w3.") || has("ffn_up") || has("c_fc")) return "up_proj";
+  if (has("down_proj") || has(".w2.") || has("ffn_down") || has("mlp.c_proj")) return "down_proj";
+  if (has("router") || has(".gate.")) return "router";
+  return "other";
+}
+
+// The first "<layers|layer|h|blocks|block|blk>.<N>." in the name.
+int layer_index_of(const std::string& name) {
+  static const std::regex re(R"((?:^|\.)(?:layers|layer|h|blocks|block|blk)\.(\d+)(?:\.|$))");
+  std::smatch m;
+  if (!std::regex_search(name, m, re)) return -1;
+  return static_cast<int>(std::min<long long>(std::stoll(m[1].str()), 1 << 30));
+}
+
+scan_scheme_result scan_tensor_scheme(
+    const std::string& scheme, std::int64_t rows, std::int64_t cols,
+    const std::function<void(std::int64_t, std::int64_t, std::span<double>)>& fetch,
+    std::int64_t band_elements) {
+  const auto& info = formats::find_scheme(scheme, "--format");
+  const auto c = info.defaults;
+  formats::validate(c, rows, cols);
+  const auto grid = formats::grid_of(c, rows, cols);
+  scan_scheme_result r;
+  r.scheme = std::string(info.name);
+  r.elements = rows * cols;
+  r.bits_per_element = formats::bits_per_element(c, rows, cols);
+  r.bytes = r.bits_per_element * static_cast<double>(r.elements) / 8.0;
+
+  // Band height: whole scaling blocks. A scale shared by the whole tensor (NVFP4's s_t, the
+  // `tensor` scheme) is imposed on each band by a sentinel row holding the tensor's amax:
+  // quantize() then derives exactly the whole tensor's scale, and the sentinel row's own
+  // blocks are dropped from the statistics (it adds nothing to a single-block `tensor` band:
+  // zeros are never flushed and the amax maps to the max exactly).
+  const bool tensor_scaled = c.kind == scheme_kind::m_nvfp4 || c.kind == scheme_kind::m_tensor;
+  const std::int64_t unit = tensor_scaled ? 1 : grid.block_rows;
+  std::int64_t band = rows;
+  if (unit < rows) band = std::max(unit, (band_elements / std::max<std::int64_t>(cols, 1)) / unit * unit);
+  band = std::min(band, rows);
+  const bool sentinel = tensor_scaled && band < rows;
+
+  std::vector<double> buf;
+  double amax = 0.0;
+  if (sentinel) {
+    for (std::int64_t r0 = 0; r0 < rows; r0 += band) {
+      const std::int64_t nr = std::min(band, rows - r0);
+      buf.resize(static_cast<std::size_t>(nr * cols));
+      fetch(r0, nr, buf);
+      for (double v : buf)
+        if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
+    }
+  }
+
+  double max_err = -1.0;
+  std::int64_t max_err_at = -1;
+  bool have_outlier = false;
+  formats::quant_result q;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += band) {
+    const std::int64_t nr = std::min(band, rows - r0);
+    const std::size_t n = static_cast<std::size_t>(nr * cols);
+    buf.assign(n + (sentinel ? static_cast<std::size_t>(cols) : 0), 0.0);
+    fetch(r0, nr, std::span<double>(buf.data(), n));
+    if (sentinel) buf[n] = amax;
+    q = formats::quantize(c, buf, nr + (sentinel ? 1 : 0), cols);
+
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = buf[i];
+      if (!std::isfinite(x)) {
+        ++r.nonfinite_inputs;
+        continue;
+      }
+      const double d = q.dequant[i];
+      if (!std::isfinite(d)) {
+        ++r.nonfinite_outputs;
+        r.sum_sq_err = k_inf;
+        r.max_abs = k_inf;
+        continue;
+      }
+      const double e = std::fabs(d - x);
+      r.sum_sq += x * x;
+      r.sum_sq_err += e * e;
+      if (e > max_err) {
+        max_err = e;
+        max_err_at = static_cast<std::int64_t>(i) + r0 * cols;
+      }
+    }
+    r.max_abs = std::max(r.max_abs, max_err);
+
+    const auto take_worked = [&](const formats::block_stats& b, bool outlier) {
+      scan_worked_block w;
+      w.stats = b;
+      w.outlier = outlier;
+      for (std::int64_t rr = b.row0; rr < b.row0 + b.rows && w.flat.size() < k_worked_elements; ++rr)
+        for (std::int64_t cc = b.col0; cc < b.col0 + b.cols && w.flat.size() < k_worked_elements; ++cc)
+          w.flat.push_back(rr * cols + cc);
+      if (b.argmax >= 0 && std::find(w.flat.begin(), w.flat.end(), b.argmax) == w.flat.end())
+        w.flat.back() = b.argmax;
+      for (auto i : w.flat) {
+        w.input.push_back(buf[static_cast<std::size_t>(i)]);
+        w.dequant.push_back(q.dequant[static_cast<std::size_t>(i)]);
+      }
+      // To tensor coordinates.
+      for (auto& i : w.flat) i += r0 * cols;
+      w.stats.row0 += r0;
+      if (w.stats.argmax >= 0) w.stats.argmax += r0 * cols;
+      r.worst = std::move(w);
+    };
+
+    const auto& g = q.grid;
+    for (std::size_t bi = 0; bi < q.blocks.size(); ++bi) {
+      const auto& b = q.blocks[bi];
+      if (b.row0 >= nr) continue;  // the sentinel row's blocks
+      ++r.blocks;
+      r.flushed += b.flushed;
+      r.clipped += b.clipped;
+      r.scale_underflow_blocks += b.scale_underflow ? 1 : 0;
+      if (is_outlier_block(c.kind, b) && b.argmax < nr * cols) {
+        ++r.outlier_blocks;
+        r.outlier_flushed += b.flushed;
+        const auto& w = r.worst.stats;
+        if (!have_outlier || b.flushed > w.flushed || (b.flushed == w.flushed && b.amax > w.amax)) {
+          take_worked(b, true);
+          have_outlier = true;
+        }
+      }
+    }
+    // Without an outlier block, the worked block is the one holding the largest error.
+    if (!have_outlier && max_err_at >= r0 * cols && max_err_at < (r0 + nr) * cols) {
+      const std::int64_t local = max_err_at - r0 * cols;
+      const std::int64_t br = (local / cols) / g.block_rows, bc = (local % cols) / g.block_cols;
+      const auto bi = static_cast<std::size_t>(br * g.grid_cols + bc);
+      if (bi < q.blocks.size() && q.blocks[bi].row0 < nr) take_worked(q.blocks[bi], false);
+    }
+  }
+  if (c.kind == scheme_kind::m_tensor) {  // one block, however many bands carried it
+    r.blocks = 1;
+    r.scale_underflow_blocks = std::min<std::int64_t>(r.scale_underflow_blocks, 1);
+  }
+  r.sqnr_db = sqnr_of(r.sum_sq, r.sum_sq_err);
+  r.rel_rms = rel_rms_of(r.sum_sq, r.sum_sq_err);
+  return r;
+}
+
+scan_report run_scan(const scan_options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  scan_report rep;
+  rep.options = o;
+  rep.options.progress = nullptr;
+  if (o.schemes.empty()) throw_input_error("--format", "no format/scheme given");
+  for (const auto& s : o.schemes) (void)formats::find_scheme(s, "--format/--vs");
+  std::regex filter;
+  try {
+    filter = std::regex(o.filter.empty() ? std::string(".*") : o.filter, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw_input_error("--filter", "bad regular expression '" + o.filter + "': " + e.what());
+  }
+
+  const auto ck = io::checkpoint::open(o.checkpoint);
+  std::map<std::string, bool> selected;
+  std::size_t total = 0;
+  for (const auto& e : ck.tensors()) {
+    bool take = std::regex_search(e.name, filter);
+    if (!take) continue;
+    std::uint64_t count = 1;
+    for (auto d : e.shape) count *= d;
+    if (!float_dtype(e.dtype)) {
+      rep.skipped.push_back(e.name + " (dtype " + std::string(io::name(e.dtype)) + ")");
+      take = false;
+    } else if (count == 0) {
+      rep.skipped.push_back(e.name + " (empty)");
+      take = false;
+    } else if (e.shape.size() < 2 && !o.all) {
+      rep.skipped.push_back(e.name + " (not a matrix; --all includes it)");
+      take = false;
+    }
+    selected[e.name] = take;
+    total += take ? 1 : 0;
+  }
+
+  std::size_t done = 0;
+  ck.for_each([&](const io::tensor_view& v) {
+    if (!selected[v.name]) return;
+    scan_tensor t;
+    t.name = v.name;
+    t.dtype = std::string(io::name(v.dtype));
+    t.shape = v.shape;
+    t.cols = v.shape.empty() ? 1 : static_cast<std::int64_t>(v.shape.back());
+    t.rows = static_cast<std::int64_t>(v.element_count()) / t.cols;
+    t.layer_type = layer_type_of(v.name);
+    t.layer = layer_index_of(v.name);
+    const auto fetch = [&](std::int64_t r0, std::int64_t nr, std::span<double> out) {
+      (void)nr;
+      v.decode(static_cast<std::uint64_t>(r0 * t.cols), out);
+    };
+    for (const auto& s : o.schemes)
+      t.results.push_back(scan_tensor_scheme(s, t.rows, t.cols, fetch, o.band_elements));
+    rep.source_bytes += static_cast<double>(v.bytes.size());
+    rep.bytes_read += static_cast<double>(v.bytes.size());
+    rep.tensors.push_back(std::move(t));
+    ++done;
+    if (o.progress) o.progress(done, total, v.name);
+  });
+
+  std::stable_sort(rep.tensors.begin(), rep.tensors.end(),
+                   [](const scan_tensor& a, const scan_tensor& b) {
+                     return a.results[0].sqnr_db < b.results[0].sqnr_db;
+                   });
+
+  for (std::size_t s = 0; s < o.schemes.size(); ++s) {
+    std::map<std::string, scan_group> types;
+    std::map<int, scan_group> depths;
+    scan_group tot;
+    tot.key = rep.tensors.empty() ? o.schemes[s] : rep.tensors[0].results[s].scheme;
+    for (const auto& t : rep.tensors) {
+      const auto& r = t.results[s];
+      auto& gt = types[t.layer_type];
+      gt.key = t.layer_type;
+      add_to_group(gt, t, r);
+      auto& gd = depths[t.layer];
+      gd.key = t.layer < 0 ? "none" : std::to_string(t.layer);
+      add_to_group(gd, t, r);
+      add_to_group(tot, t, r);
+    }
+    std::vector<scan_group> vt, vd;
+    for (auto& [k, g] : types) {
+      finish_group(g);
+      vt.push_back(g);
+    }
+    std::stable_sort(vt.begin(), vt.end(),
+                     [](const scan_group& a, const scan_group& b) { return a.sqnr_db < b.sqnr_db; });
+    for (auto& [k, g] : depths) {
+      finish_group(g);
+      vd.push_back(g);
+    }
+    finish_group(tot);
+    rep.by_type.push_back(std::move(vt));
+    rep.by_depth.push_back(std::move(vd));
+    rep.totals.push_back(tot);
+  }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace numprobe::probes

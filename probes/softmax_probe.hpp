@@ -1,0 +1,117 @@
+#pragma once
+// One long-row softmax case on an implementation against the reference (issue 9): probability,
+// log-probability, LSE and cross-entropy errors, KL divergence and top-k agreement against the
+// reference distribution, the same-precision naive baseline, and a sweep over the row length
+// across chunk boundaries with a growth fit.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "numprobe/core/bound.hpp"
+#include "numprobe/metrics/growth_fit.hpp"
+#include "numprobe/reference/softmax.hpp"
+
+namespace numprobe::probes {
+
+// The implementation under test: `ref` (the double reference itself) or `emu` (the emulated
+// looped softmax kernel).
+class softmax_kernel {
+ public:
+  virtual ~softmax_kernel() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual std::int64_t chunk() const = 0;  // 0: not chunked
+  [[nodiscard]] virtual softmax_output run(const softmax_case& c, std::span<const double> logits,
+                                           std::span<const std::int64_t> rows) = 0;
+  [[nodiscard]] virtual nlohmann::json metadata() const { return nlohmann::json::object(); }
+};
+
+struct softmax_kernel_options {
+  std::string backend = "emu";               // ref | emu
+  std::int64_t chunk = 1024;
+  std::map<std::string, std::string> states;  // NAME=DTYPE (x, m, l, out, lse)
+  std::vector<std::string> faults;
+  bool exp2 = false;
+};
+
+// Throws an input error naming the flag (unknown backend, fault, state) or a backend error
+// for GPU backends (not built for softmax yet).
+[[nodiscard]] std::unique_ptr<softmax_kernel> make_softmax_kernel(const softmax_kernel_options& o);
+
+struct softmax_errors {
+  std::int64_t elements = 0;
+  std::int64_t nan_count = 0;  // NaN in p, log p, LSE or cross-entropy
+  std::int64_t inf_count = 0;  // +-inf (or -inf log p / LSE) where the reference is finite
+  double p_rel_rms = 0.0;      // ||p - p_ref|| / ||p_ref|| over all rows
+  double p_max_abs = 0.0;
+  double p_max_rel = 0.0;      // |p - p_ref| / max(p_ref, 1e-3 / V)
+  double logp_max_abs = 0.0;   // over entries where the reference is finite
+  double lse_max_abs = 0.0;
+  double ce_max_abs = 0.0;
+  double kl_mean = 0.0;        // KL(ref || candidate) per row, from the candidate's log p
+  double kl_max = 0.0;
+  double top1 = 1.0;           // fraction of rows whose argmax agrees
+  double topk_overlap = 1.0;   // mean |top-k(ref) n top-k(cand)| / k
+};
+
+[[nodiscard]] softmax_errors compare_softmax(const softmax_output& cand, const softmax_output& ref, int topk);
+
+struct softmax_point {
+  std::string case_id;
+  std::int64_t vocab = 0, rows = 0, chunks = 0;
+  softmax_errors kernel;                  // vs reference on the same rounded logits
+  softmax_errors naive;                   // naive fp32 baseline vs the same reference
+  std::optional<softmax_errors> end_to_end;  // vs reference on the unrounded logits
+  double ratio_to_naive = 0.0;            // kernel.p_rel_rms / naive.p_rel_rms
+  double seconds_kernel = 0.0, seconds_reference = 0.0;
+  // rel_rms (= p_rel_rms), p_max_abs, p_max_rel, logp_max_abs, lse_max_abs, ce_max_abs,
+  // kl_mean, kl_max, top1, topk, ratio_to_naive, nan_count, inf_count, e2e.rel_rms
+  [[nodiscard]] std::optional<double> metric(const std::string& name) const;
+  [[nodiscard]] bool nonfinite() const { return kernel.nan_count > 0 || kernel.inf_count > 0; }
+};
+
+struct softmax_probe_options {
+  int topk = 5;
+  bool end_to_end = true;
+};
+
+[[nodiscard]] softmax_point run_softmax_point(softmax_kernel& k, const softmax_case& c,
+                                              const softmax_probe_options& o);
+
+struct softmax_sweep_options {
+  softmax_case base;
+  std::int64_t vocab_lo = 1024, vocab_hi = 262144;
+  std::string points = "tile";  // tile: k*C-1, k*C, k*C+1 (C = chunk); log:N; a list
+  softmax_probe_options probe;
+  std::vector<bound> bounds;
+  std::function<void(std::size_t, std::size_t, std::int64_t)> on_point;
+};
+
+struct softmax_sweep {
+  std::string kernel;
+  std::int64_t chunk = 0;
+  std::vector<softmax_point> points;
+  metrics::growth_fit growth;  // log p_rel_rms vs log chunks
+  struct breach {
+    std::int64_t vocab = 0;
+    std::string bound;
+    double measured = 0.0;
+  };
+  std::vector<breach> breaches;
+  std::int64_t nan_points = 0;
+  bool gated_breach = false;
+  double seconds = 0.0;
+};
+
+[[nodiscard]] softmax_sweep run_softmax_sweep(softmax_kernel& k, const softmax_sweep_options& o);
+
+[[nodiscard]] const std::vector<std::string>& softmax_metric_names();
+[[nodiscard]] nlohmann::json to_json(const softmax_errors& e);
+[[nodiscard]] nlohmann::json to_json(const softmax_point& p);
+[[nodiscard]] nlohmann::json to_json(const softmax_sweep& s);
+
+}  // namespace numprobe::probes

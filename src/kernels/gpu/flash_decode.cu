@@ -1,0 +1,130 @@
+// Host side of split-KV decode: validation, buffers (outputs and split workspace poisoned with
+// NaN first), launches, timing. Exports cuda_decode_api() / hip_decode_api().
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "numprobe/core/error.hpp"
+#include "src/kernels/gpu/flash_decode.cuh"
+#include "src/kernels/gpu/gpu_api.hpp"
+#include "src/kernels/gpu/gpu_host_util.cuh"
+
+namespace numprobe::gpu {
+namespace {
+
+template <class T>
+__global__ void to_dtype(const float* __restrict__ in, T* __restrict__ out, std::int64_t n) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[i] = platform::from_float<T>(in[i]);
+}
+
+template <class T>
+void upload_as(const float* host, const host::buffer& staging, const host::buffer& dst,
+               std::int64_t n) {
+  NUMPROBE_GPU_CHECK(Memcpy, staging.as<float>(), host, n * sizeof(float), platform::memcpy_h2d);
+  const unsigned blocks = static_cast<unsigned>(std::clamp<std::int64_t>((n + 255) / 256, 1, 65536));
+  to_dtype<T><<<blocks, 256>>>(staging.as<float>(), dst.as<T>(), n);
+  check_launch("to_dtype");
+}
+
+template <class T, class KV>
+decode_result run_typed(const decode_request& r) {
+  const std::int64_t nq = r.batch * r.t * r.hq * r.d;
+  const std::int64_t nkv = r.batch * r.s * r.hkv * r.d;
+  const std::int64_t nrow = r.batch * r.t * r.hq;
+  constexpr bool fp8 = std::is_same_v<KV, std::uint8_t>;
+  host::buffer staging(static_cast<std::size_t>(std::max(nq, fp8 ? nq : nkv)) * 4, "staging");
+  host::buffer q(nq * sizeof(T), "q"), k(nkv * sizeof(KV), "k"), v(nkv * sizeof(KV), "v");
+  const int nscale = r.kv == kv_format::m_e4m3_head ? static_cast<int>(r.hkv) : 1;
+  host::buffer ks(fp8 ? nscale * 4 : 0, "k_scale"), vs(fp8 ? nscale * 4 : 0, "v_scale");
+  host::buffer o_part(static_cast<std::size_t>(r.splits) * nq * 4, "o_part");
+  host::buffer lse_part(static_cast<std::size_t>(r.splits) * nrow * 4, "lse_part");
+  host::buffer o(nq * 4, "o"), lse(nrow * 4, "lse");
+  upload_as<T>(r.q, staging, q, nq);
+  if constexpr (fp8) {
+    NUMPROBE_GPU_CHECK(Memcpy, k.as<void>(), r.k8, nkv, platform::memcpy_h2d);
+    NUMPROBE_GPU_CHECK(Memcpy, v.as<void>(), r.v8, nkv, platform::memcpy_h2d);
+    NUMPROBE_GPU_CHECK(Memcpy, ks.as<void>(), r.k_scale, nscale * 4, platform::memcpy_h2d);
+    NUMPROBE_GPU_CHECK(Memcpy, vs.as<void>(), r.v_scale, nscale * 4, platform::memcpy_h2d);
+  } else {
+    upload_as<T>(r.k, staging, k, nkv);
+    upload_as<T>(r.v, staging, v, nkv);
+  }
+  o_part.poison();
+  lse_part.poison();
+  o.poison();
+  lse.poison();
+
+  decode::params<T, KV> p;
+  p.q = q.as<T>();
+  p.k = k.as<KV>();
+  p.v = v.as<KV>();
+  p.k_scale = fp8 ? ks.as<float>() : nullptr;
+  p.v_scale = fp8 ? vs.as<float>() : nullptr;
+  p.per_head_scale = r.kv == kv_format::m_e4m3_head;
+  p.o_part = o_part.as<float>();
+  p.lse_part = lse_part.as<float>();
+  p.o = o.as<float>();
+  p.lse = lse.as<float>();
+  p.batch = static_cast<int>(r.batch);
+  p.t = static_cast<int>(r.t);
+  p.hq = static_cast<int>(r.hq);
+  p.hkv = static_cast<int>(r.hkv);
+  p.d = static_cast<int>(r.d);
+  p.splits = r.splits;
+  p.s = r.s;
+  p.chunk = (r.s + r.splits - 1) / r.splits;
+  p.window = r.window;
+  p.mask = r.mask;
+  p.scale_log2 = r.scale * decode::k_log2e_f;
+
+  host::event e0, e1;
+  NUMPROBE_GPU_CHECK(EventRecord, e0.get(), nullptr);
+  decode::decode_split<T, KV><<<dim3(r.splits, p.hq, p.batch), decode::k_decode_threads>>>(p);
+  check_launch("decode_split");
+  decode::decode_merge<T, KV><<<static_cast<unsigned>(nrow), 128>>>(p);
+  check_launch("decode_merge");
+  NUMPROBE_GPU_CHECK(EventRecord, e1.get(), nullptr);
+  decode_result out;
+  out.kernel_ms = host::elapsed_ms(e0, e1);
+  out.o.resize(static_cast<std::size_t>(nq));
+  out.lse.resize(static_cast<std::size_t>(nrow));
+  out.split_lse.resize(static_cast<std::size_t>(r.splits * nrow));
+  NUMPROBE_GPU_CHECK(Memcpy, out.o.data(), o.as<void>(), nq * 4, platform::memcpy_d2h);
+  NUMPROBE_GPU_CHECK(Memcpy, out.lse.data(), lse.as<void>(), nrow * 4, platform::memcpy_d2h);
+  NUMPROBE_GPU_CHECK(Memcpy, out.split_lse.data(), lse_part.as<void>(), out.split_lse.size() * 4,
+                     platform::memcpy_d2h);
+  NUMPROBE_GPU_CHECK(DeviceSynchronize);
+  return out;
+}
+
+decode_result decode_impl(const decode_request& r) {
+  if (r.batch < 1 || r.t < 1 || r.s < 1 || r.hq < 1 || r.hkv < 1 || r.hq % r.hkv != 0)
+    throw_input_error("decode case", "the decode kernel needs B, T, S, Hq, Hkv >= 1 and Hkv | Hq");
+  if (r.t > decode::k_decode_max_t)
+    throw_input_error("decode case", "the decode kernel takes T = 1..8 new queries");
+  if (r.d < 1 || r.d > decode::k_decode_max_d)
+    throw_input_error("head_dim", "the decode kernel takes head_dim 1..256");
+  if (r.splits < 1 || r.splits > 65535) throw_input_error("--splits", "splits must be 1..65535");
+  if (r.mask == attention_mask::m_window && r.window < 1)
+    throw_input_error("--window", "a sliding window needs W >= 1");
+  if (r.batch > 65535 || r.hq > 65535) throw_input_error("decode case", "B and Hq <= 65535");
+  const bool fp8 = r.kv != kv_format::m_input;
+  if (fp8 && (!r.k8 || !r.v8 || !r.k_scale || !r.v_scale))
+    throw_input_error("kv", "the FP8 KV variant needs e4m3 codes and scales");
+  if (!r.q || (!fp8 && (!r.k || !r.v))) throw_input_error("decode case", "missing inputs");
+  host::select_device(r.device);
+  if (r.fp16)
+    return fp8 ? run_typed<platform::fp16, std::uint8_t>(r) : run_typed<platform::fp16, platform::fp16>(r);
+  return fp8 ? run_typed<platform::bf16, std::uint8_t>(r) : run_typed<platform::bf16, platform::bf16>(r);
+}
+
+}  // namespace
+
+const decode_api& NUMPROBE_GPU_DECODE_API_NAME() {
+  static const decode_api api{platform::vendor, &decode_impl};
+  return api;
+}
+
+}  // namespace numprobe::gpu

@@ -1,0 +1,86 @@
+// Check runner for `probe = "bisect"`: localize a failure by length, input family and state
+// precision. The check's bounds are the bisection's gates (default ratio_to_naive<=2); the check
+// passes when no length in [A, B] breaches them. The trace becomes a table in every report.
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "numprobe/core/error.hpp"
+#include "probes/attention_probe.hpp"
+#include "probes/bisect.hpp"
+#include "src/scenario/attention_params.hpp"
+#include "src/scenario/check_runner.hpp"
+
+namespace numprobe::scenario {
+namespace {
+
+void run(const check_spec& s, const run_context& ctx, result::check_result& out) {
+  const auto seq = s.get_string("seq", "64..16384");
+  const auto dots = seq.find("..");
+  if (dots == std::string::npos) throw_input_error(s.place("seq"), "bisect needs seq = \"A..B\"");
+  probes::bisect_options o;
+  o.seq_lo = positive(seq.substr(0, dots), s.place("seq"));
+  o.seq_hi = positive(seq.substr(dots + 2), s.place("seq"));
+  o.base = make_attention_case(s, o.seq_hi);
+  // Resolve the backend ("best" included) through the same path as the other runners.
+  const auto prov = make_check_provider(s, ctx);
+  o.provider.backend = prov->name().substr(0, prov->name().find('['));
+  o.provider.device = static_cast<int>(s.get_int("device", 0));
+  if (s.has("tile")) {
+    const auto t = s.get_string("tile", "");
+    const auto x = t.find('x');
+    if (x == std::string::npos) throw_input_error(s.place("tile"), fmt::format("'{}' is not BqxBk", t));
+    o.provider.tile = tile_shape{positive(t.substr(0, x), s.place("tile")), positive(t.substr(x + 1), s.place("tile"))};
+  }
+  for (const auto& st : s.get_strings("state")) {
+    const auto eq = st.find('=');
+    if (eq == std::string::npos) throw_input_error(s.place("state"), fmt::format("'{}' is not NAME=DTYPE", st));
+    o.provider.states[st.substr(0, eq)] = st.substr(eq + 1);
+  }
+  o.provider.faults = s.get_strings("inject");
+  o.bounds = s.bounds.empty() ? std::vector<bound>{probes::default_bisect_bound()} : s.bounds;
+  o.probe.sampling = make_check_sampling(s, 64);
+  o.probe.end_to_end = false;
+  o.on_step = [&ctx](const probes::bisect_step&) {
+    if (ctx.interrupted && ctx.interrupted()) throw interrupted_error{};
+  };
+  const auto r = probes::run_bisect(o);
+
+  out.backend = r.provider;
+  out.case_id = r.base_case;
+  out.message = fmt::format("{}: {}", r.classification, probes::culprit_text(r));
+  out.metrics.push_back({"failure_found", r.failure_found ? 1.0 : 0.0, "", "int"});
+  out.metrics.push_back({"first_failing_seq", static_cast<double>(r.length.first_failing), "keys", "int"});
+  out.metrics.push_back({"last_passing_seq", static_cast<double>(r.length.last_passing), "keys", "int"});
+  out.metrics.push_back({"steps", static_cast<double>(r.trace.size()), "", "int"});
+  std::string gates;
+  for (const auto& b : o.bounds) gates += (gates.empty() ? "" : ", ") + b.text();
+  out.gates.push_back(evaluate_gate(
+      bound{"failure_found", bound_op::m_le, 0.0,
+            fmt::format("no length in {}..{} breaches {}", o.seq_lo, o.seq_hi, gates)},
+      r.failure_found ? 1.0 : 0.0, r.base_case));
+  result::table trace{"bisection trace", {"#", "stage", "seq", "change", "rel_rms", "ratio", "nan", "failed", "decision", "case"}, {}};
+  for (const auto& st : r.trace)
+    trace.rows.push_back({std::to_string(st.index), st.stage, std::to_string(st.seq), st.change,
+                          result::format_value(st.rel_rms, "sci"), result::format_value(st.ratio_to_naive, "fixed"),
+                          std::to_string(st.nan_count), st.failed ? "yes" : "no", st.decision, st.case_id});
+  out.traces.push_back(std::move(trace));
+  out.details = probes::to_json(r);
+}
+
+}  // namespace
+
+check_runner bisect_runner() {
+  check_runner r;
+  r.probe = "bisect";
+  r.description = "localize a failure: by length, input family, state precision";
+  r.params = attention_case_params();
+  r.known_metric = [](const std::string& m) {
+    const auto& n = probes::point_metric_names();
+    return std::find(n.begin(), n.end(), m) != n.end();
+  };
+  for (const auto& n : probes::point_metric_names()) r.metric_names += (r.metric_names.empty() ? "" : ", ") + n;
+  r.run = run;
+  return r;
+}
+
+}  // namespace numprobe::scenario

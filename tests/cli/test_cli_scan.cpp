@@ -1,0 +1,121 @@
+// CLI contract of `scan`: JSON and CSV from a generated checkpoint, the fnuz migration
+// report, and bad inputs (exit 2).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+#include "numprobe/core/rng.hpp"
+#include "numprobe/io/safetensors.hpp"
+#include "support/run_command.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using numprobe::testing::run_numprobe;
+
+struct ckpt {
+  fs::path dir = fs::temp_directory_path() / ("numprobe_cli_scan_" + std::to_string(::getpid()));
+  std::string file;
+  std::vector<float> a, b, norm;
+  std::vector<std::uint8_t> fp8;
+  ckpt() {
+    fs::create_directories(dir);
+    a.resize(32 * 128);
+    b.resize(32 * 128);
+    // +-{1, 0.5, 0.25} with a +-1 in every 16-wide block: exact in NVFP4 (see test_scan.cpp),
+    // so only the outlier channel's blocks lose anything.
+    const auto val = [](std::uint64_t stream, std::size_t i) {
+      const double u = numprobe::uniform_open01(2, stream, i);
+      const double mag = i % 16 == 0 ? 1.0 : (u < 1.0 / 3 ? 1.0 : u < 2.0 / 3 ? 0.5 : 0.25);
+      return static_cast<float>(numprobe::uniform_open01(2, stream + 10, i) < 0.5 ? -mag : mag);
+    };
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = val(1, i);
+      b[i] = val(2, i);
+    }
+    for (int r = 0; r < 32; ++r) b[r * 128 + 9] = 300.f;  // an outlier channel
+    norm.assign(128, 1.f);
+    fp8 = {0x00, 0x80, 0x7E, 0x38, 0x7F};
+    auto w8 = numprobe::io::tensor_of("model.layers.2.mlp.up_proj.weight", {5}, fp8);
+    w8.dtype = numprobe::io::dtype::m_e4m3fn;
+    file = (dir / "m.safetensors").string();
+    numprobe::io::write_safetensors(
+        file, {numprobe::io::tensor_of("model.layers.0.self_attn.v_proj.weight", {32, 128}, a),
+               numprobe::io::tensor_of("model.layers.1.mlp.gate_proj.weight", {32, 128}, b),
+               numprobe::io::tensor_of("model.norm.weight", {128}, norm), w8});
+  }
+  ~ckpt() { fs::remove_all(dir); }
+};
+
+TEST(cli_scan, json_ranks_the_outlier_tensor_first) {
+  ckpt c;
+  const auto r = run_numprobe("scan " + c.file + " --format nvfp4 --vs mxfp4,fp8-block128 --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  EXPECT_EQ(j["command"], "scan");
+  ASSERT_EQ(j["tensors"].size(), 2u);
+  EXPECT_EQ(j["tensors"][0]["name"], "model.layers.1.mlp.gate_proj.weight");
+  EXPECT_EQ(j["tensors"][0]["layer_type"], "gate_proj");
+  EXPECT_EQ(j["tensors"][0]["layer"], 1);
+  ASSERT_EQ(j["tensors"][0]["results"].size(), 3u);
+  const auto& nv = j["tensors"][0]["results"][0];
+  EXPECT_EQ(nv["scheme"], "nvfp4");
+  EXPECT_EQ(nv["outlier_blocks"], 32);
+  EXPECT_TRUE(nv["worst_block"]["outlier"].get<bool>());
+  EXPECT_EQ(nv["worst_block"]["argmax"][1], 9);
+  EXPECT_EQ(nv["flushed"], 32 * 15);
+  EXPECT_GT(j["tensors"][1]["results"][0]["sqnr_db"].get<double>(), 100.0);  // exact up to s_t
+  EXPECT_TRUE(j["totals"].contains("fp8-block128"));
+  EXPECT_NEAR(j["totals"]["mxfp4"]["bits_per_param"].get<double>(), 4.25, 1e-9);
+  EXPECT_EQ(j["skipped"].size(), 2u);  // the norm (not a matrix) and the fp8 tensor
+}
+
+TEST(cli_scan, text_and_csv) {
+  ckpt c;
+  const auto csv = (c.dir / "out.csv").string();
+  const auto r = run_numprobe("scan " + c.file + " --vs mxfp4 --csv " + csv + " --top 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("model.layers.1.mlp.gate_proj.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("by layer type"), std::string::npos);
+  std::ifstream in(csv);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto text = ss.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 2 * 2);  // header + 2 tensors x 2
+  EXPECT_EQ(text.rfind("rank,tensor,", 0), 0u);
+  EXPECT_NE(text.find("\n1,model.layers.1.mlp.gate_proj.weight,f32,32,128,gate_proj,1,nvfp4,"),
+            std::string::npos);
+}
+
+TEST(cli_scan, fnuz_migration) {
+  ckpt c;
+  const auto r = run_numprobe("scan " + c.file + " --from e4m3fn --to e4m3fnuz --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  ASSERT_EQ(j["tensors"].size(), 1u);
+  EXPECT_EQ(j["total"]["neg_zero_rewrites"], 1);
+  EXPECT_EQ(j["total"]["clip_same_scale"], 1);  // 0x7E = 448
+  EXPECT_EQ(j["total"]["nan_codes"], 1);
+  EXPECT_EQ(j["total"]["amax"], 448.0);
+}
+
+TEST(cli_scan, bad_inputs_exit_2) {
+  ckpt c;
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"scan " + c.file + " --filter '('", "--filter"},
+           {"scan " + c.file + " --format nofmt", "nofmt"},
+           {"scan /nonexistent/x.safetensors", "x.safetensors"},
+           {"scan " + c.file + " --from e5m2 --to e4m3fnuz", "--from"}}) {
+    const auto r = run_numprobe(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace

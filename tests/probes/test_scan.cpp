@@ -1,0 +1,208 @@
+// scan: a generated checkpoint with a known outlier channel ranks that tensor first with a
+// hand-counted number of flushes; banded quantization equals whole-tensor quantization; every
+// e4m3fn code's fnuz migration follows the hand-derived rules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "numprobe/core/rng.hpp"
+#include "numprobe/formats/scheme.hpp"
+#include "numprobe/io/safetensors.hpp"
+#include "probes/scan_fnuz.hpp"
+#include "probes/scan_probe.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace numprobe;
+
+constexpr std::int64_t k_rows = 48, k_cols = 256, k_outlier_col = 5;
+constexpr double k_outlier = 100.0;
+
+// Values +-{1, 0.5, 0.25} with a +-1 in every 16-wide block: with tensor amax 1, NVFP4's
+// s_t = 1/2688 and s_b = 448 give scale 1/6, and 6, 3, 1.5 are e2m1 values, so a plain tensor
+// quantizes exactly up to the fp32 rounding of s_t (no flushes). An outlier of 100 sets its block's scale to 100/6,
+// where |x| / scale <= 0.06 < 0.25 rounds to 0: the block's 15 other elements flush.
+std::vector<float> plain(std::uint64_t seed) {
+  std::vector<float> v(k_rows * k_cols);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double u = uniform_open01(seed, 1, i);
+    const double sgn = uniform_open01(seed, 2, i) < 0.5 ? -1.0 : 1.0;
+    const double mag = i % 16 == 0 ? 1.0 : (u < 1.0 / 3 ? 1.0 : u < 2.0 / 3 ? 0.5 : 0.25);
+    v[i] = static_cast<float>(sgn * mag);
+  }
+  return v;
+}
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("numprobe_test_scan_" + std::to_string(::getpid()));
+  temp_dir() { fs::create_directories(path); }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+TEST(scan, outlier_channel_ranks_first_with_hand_counted_flushes) {
+  temp_dir dir;
+  auto q = plain(1), k = plain(2), down = plain(3);
+  for (std::int64_t r = 0; r < k_rows; ++r) down[r * k_cols + k_outlier_col] = static_cast<float>(k_outlier);
+  std::vector<float> norm(k_cols, 1.0f);
+  const auto ck = dir.path / "model.safetensors";
+  io::write_safetensors(ck, {io::tensor_of("model.layers.0.self_attn.q_proj.weight", {k_rows, k_cols}, q),
+                             io::tensor_of("model.layers.1.self_attn.k_proj.weight", {k_rows, k_cols}, k),
+                             io::tensor_of("model.layers.1.mlp.down_proj.weight", {k_rows, k_cols}, down),
+                             io::tensor_of("model.norm.weight", {k_cols}, norm)});
+  probes::scan_options o;
+  o.checkpoint = ck.string();
+  o.schemes = {"nvfp4", "mxfp4", "fp8-block128"};
+  o.band_elements = 4 * k_cols;  // many bands: exercises the banded path
+  const auto r = probes::run_scan(o);
+  ASSERT_EQ(r.tensors.size(), 3u);  // the norm is not a matrix
+  ASSERT_EQ(r.skipped.size(), 1u);
+  const auto& first = r.tensors[0];
+  EXPECT_EQ(first.name, "model.layers.1.mlp.down_proj.weight");
+  EXPECT_EQ(first.layer_type, "down_proj");
+  EXPECT_EQ(first.layer, 1);
+  // Hand count: each row's outlier block (16 wide) flushes its 15 other elements.
+  const auto& nv = first.results[0];
+  EXPECT_EQ(nv.flushed, k_rows * 15);
+  EXPECT_EQ(nv.outlier_blocks, k_rows);
+  EXPECT_EQ(nv.outlier_flushed, k_rows * 15);
+  // s_t = fp32(100 / 2688) rounds, so 100 / (s_b s_t) may exceed 6 by a hair: the outlier
+  // itself can count as clipped (to 6 s_b s_t, within fp32 rounding of 100), nothing else.
+  EXPECT_LE(nv.clipped, k_rows);
+  EXPECT_LT(nv.sqnr_db, 40.0);
+  // The plain tensors are exact up to the fp32 rounding of s_t.
+  EXPECT_GT(r.tensors[1].results[0].sqnr_db, 100.0);
+  EXPECT_TRUE(nv.worst.outlier);
+  EXPECT_EQ(nv.worst.stats.argmax % k_cols, k_outlier_col);
+  EXPECT_EQ(nv.worst.stats.flushed, 15);
+  for (std::size_t t = 1; t < r.tensors.size(); ++t) EXPECT_EQ(r.tensors[t].results[0].flushed, 0);
+  // MXFP4 (blocks of 32, floor rule): X = floor(log2 100) - 2 = 4, so |x| / 16 <= 1/16 < 0.25
+  // flushes the block's other 31 elements.
+  EXPECT_EQ(first.results[1].scheme, "mxfp4");
+  EXPECT_EQ(first.results[1].flushed, k_rows * 31);
+  // Groups and totals.
+  ASSERT_FALSE(r.by_type[0].empty());
+  EXPECT_EQ(r.by_type[0][0].key, "down_proj");
+  EXPECT_EQ(r.by_depth[0].size(), 2u);
+  EXPECT_EQ(r.totals[0].elements, 3 * k_rows * k_cols);
+  EXPECT_NEAR(r.totals[0].bytes * 8 / r.totals[0].elements, 4.5, 0.01);  // e2m1 + e4m3/16 (+ s_t)
+  EXPECT_NEAR(r.totals[1].bytes * 8 / r.totals[1].elements, 4.25, 1e-9);
+  // --all takes the norm too.
+  o.all = true;
+  o.filter = "norm";
+  const auto n = probes::run_scan(o);
+  ASSERT_EQ(n.tensors.size(), 1u);
+  EXPECT_EQ(n.tensors[0].layer_type, "norms");
+}
+
+TEST(scan, banded_quantization_equals_whole_tensor) {
+  const std::int64_t rows = 300, cols = 200;  // partial 128x128 blocks, partial bands
+  std::vector<double> x(rows * cols);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal_at(9, 1, i) * (i % 97 == 0 ? 50.0 : 1.0);
+  const auto fetch = [&](std::int64_t r0, std::int64_t, std::span<double> out) {
+    std::copy_n(x.begin() + r0 * cols, out.size(), out.begin());
+  };
+  for (const char* s : {"nvfp4", "mxfp4", "fp8-block128", "tensor", "int4-awq", "fp8-channel"}) {
+    const auto whole = formats::quantize(formats::find_scheme(s).defaults, x, rows, cols);
+    const auto band = probes::scan_tensor_scheme(s, rows, cols, fetch, 3 * cols);
+    double se = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) se += (whole.dequant[i] - x[i]) * (whole.dequant[i] - x[i]);
+    EXPECT_EQ(band.flushed, whole.flushed) << s;
+    EXPECT_EQ(band.clipped, whole.clipped) << s;
+    EXPECT_EQ(band.scale_underflow_blocks, whole.scale_underflow_blocks) << s;
+    EXPECT_EQ(band.blocks, static_cast<std::int64_t>(whole.blocks.size())) << s;
+    EXPECT_NEAR(band.sum_sq_err, se, 1e-12 * se) << s;
+  }
+}
+
+TEST(scan, layer_names) {
+  EXPECT_EQ(probes::layer_type_of("model.layers.3.self_attn.q_proj.weight"), "q_proj");
+  EXPECT_EQ(probes::layer_type_of("model.layers.3.self_attn.q_norm.weight"), "norms");
+  EXPECT_EQ(probes::layer_type_of("model.layers.3.mlp.gate_proj.weight"), "gate_proj");
+  EXPECT_EQ(probes::layer_type_of("model.layers.3.mlp.up_proj.weight"), "up_proj");
+  EXPECT_EQ(probes::layer_type_of("model.embed_tokens.weight"), "embeddings");
+  EXPECT_EQ(probes::layer_type_of("lm_head.weight"), "lm_head");
+  EXPECT_EQ(probes::layer_type_of("model.layers.0.self_attn.o_proj.weight"), "o_proj");
+  EXPECT_EQ(probes::layer_index_of("model.layers.12.mlp.down_proj.weight"), 12);
+  EXPECT_EQ(probes::layer_index_of("transformer.h.7.attn.c_attn.weight"), 7);
+  EXPECT_EQ(probes::layer_index_of("lm_head.weight"), -1);
+}
+
+// Hand-derived e4m3fn value: sign, 4-bit exponent (bias 7), 3-bit mantissa; subnormal at e=0.
+double fn_value_by_hand(unsigned c) {
+  const double sign = (c & 0x80) ? -1.0 : 1.0;
+  const unsigned e = (c >> 3) & 15, m = c & 7;
+  if (e == 15 && m == 7) return std::nan("");
+  return sign * (e == 0 ? m / 8.0 * std::ldexp(1.0, -6) : (1 + m / 8.0) * std::ldexp(1.0, int(e) - 7));
+}
+
+TEST(scan_fnuz, every_e4m3fn_code_follows_the_rules) {
+  int clips = 0, nans = 0;
+  for (unsigned c = 0; c < 256; ++c) {
+    const auto m = probes::map_e4m3fn_code(static_cast<std::uint8_t>(c));
+    const double v = fn_value_by_hand(c);
+    SCOPED_TRACE(c);
+    if (c == 0x7F || c == 0xFF) {
+      ++nans;
+      EXPECT_TRUE(std::isnan(m.fn_value));
+      EXPECT_TRUE(m.nan_becomes_number);
+      EXPECT_EQ(m.reinterpreted, c == 0x7F ? 240.0 : -240.0);  // fnuz's max: a number, not NaN
+      EXPECT_FALSE(m.rewrite);
+      continue;
+    }
+    EXPECT_FALSE(m.nan_becomes_number);
+    if (c == 0x80) {
+      // -0 in fn is fnuz's only NaN: rewritten to +0.
+      EXPECT_TRUE(m.rewrite);
+      EXPECT_TRUE(std::isnan(m.reinterpreted));
+      EXPECT_EQ(m.reuse_code, 0x00);
+      EXPECT_EQ(m.reuse_value, 0.0);
+      EXPECT_EQ(m.reencoded_code, 0x00);
+      continue;
+    }
+    EXPECT_FALSE(m.rewrite);
+    EXPECT_EQ(m.fn_value, v);
+    // Same bits, half the value; the bit-reuse recipe (scale x2) is exact.
+    EXPECT_EQ(m.reinterpreted, v / 2);
+    EXPECT_EQ(m.reuse_code, c);
+    EXPECT_EQ(m.reuse_value, v);
+    // Re-encoding at the same scale: exponent field 15 (256..448) clips to 240; the rest is exact.
+    const bool hand_clips = ((c >> 3) & 15) == 15;
+    EXPECT_EQ(m.clips, hand_clips);
+    clips += hand_clips;
+    EXPECT_EQ(m.reencoded_value, hand_clips ? (v > 0 ? 240.0 : -240.0) : v);
+  }
+  EXPECT_EQ(clips, 14);  // 0x78..0x7E and 0xF8..0xFE
+  EXPECT_EQ(nans, 2);
+}
+
+TEST(scan_fnuz, checkpoint_counts) {
+  temp_dir dir;
+  // One fp8 weight holding every code once plus three extra 0x80, and its scale.
+  std::vector<std::uint8_t> codes(256);
+  for (int i = 0; i < 256; ++i) codes[i] = static_cast<std::uint8_t>(i);
+  codes.insert(codes.end(), {0x80, 0x80, 0x80, 0x7E});
+  auto w = io::tensor_of("model.layers.0.mlp.up_proj.weight", {260}, codes);
+  w.dtype = io::dtype::m_e4m3fn;
+  const std::vector<float> scale{0.5f};
+  const auto ck = dir.path / "fp8.safetensors";
+  io::write_safetensors(ck, {w, io::tensor_of("model.layers.0.mlp.up_proj.weight_scale", {1}, scale)});
+  const auto r = probes::run_fnuz_migration(ck.string(), "");
+  ASSERT_EQ(r.tensors.size(), 1u);
+  const auto& t = r.tensors[0];
+  EXPECT_EQ(t.elements, 260);
+  EXPECT_EQ(t.neg_zero_rewrites, 4);
+  EXPECT_EQ(t.nan_codes, 2);
+  EXPECT_EQ(t.clip_same_scale, 15);
+  EXPECT_EQ(t.zeros, 1);
+  EXPECT_EQ(t.amax, 448.0);
+  EXPECT_DOUBLE_EQ(t.scale_factor_no_clip, 448.0 / 240.0);
+  EXPECT_EQ(t.scale_tensor, "model.layers.0.mlp.up_proj.weight_scale");
+}
+
+}  // namespace
