@@ -171,7 +171,10 @@ length_result bisect_length(bisect_context& ctx, const attention_case& base, std
     ctx.trace().back().decision += "; failures do not follow tile multiples";
 
   // 5. Power-of-two step: the error jumps (x10, or NaN appears) at 2^n or 2^n+1.
-  if (!r.fails_at_lowest && (is_pow2(ff) || is_pow2(ff - 1)) && r.step_factor >= 10.0) {
+  // Steps within the first few tiles are the tile walk starting (a first rescale, a second
+  // tile), not an index threshold: only steps past 16 tiles count.
+  const std::int64_t walk = 16 * (r.tile > 0 ? r.tile : 128);
+  if (!r.fails_at_lowest && ff > walk && (is_pow2(ff) || is_pow2(ff - 1)) && r.step_factor >= 10.0) {
     bool above_fail = true;
     for (const auto& p : r.boundary)
       if (p.seq >= ff) above_fail &= p.failed;

@@ -18,6 +18,8 @@ std::string provider_key(const provider_options& po) {
   for (const auto& [n, d] : po.states) k += n + "=" + d + ",";
   k += "|";
   for (const auto& f : po.faults) k += f + ",";
+  k += "|";
+  for (const auto& [n, v] : po.knobs) k += n + "=" + v + ",";
   return k;
 }
 

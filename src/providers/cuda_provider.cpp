@@ -263,8 +263,26 @@ std::vector<nlohmann::json> gpu_devices(const gpu::backend_api& api) {
 
 std::unique_ptr<attention_provider> make_cuda_provider(const provider_options& o) {
 #if NUMPROBE_HAVE_CUDA
-  if (o.splits != 0)
-    return std::make_unique<gpu_attention_provider>(gpu::cuda_api(), o, &gpu::cuda_decode_api());
+  // Split-KV decode: provider_options::splits, or the serving knobs (issue 9) `decode` and
+  // `splits` (default 4, as the emulator's); other knobs are not honoured by the GPU kernels.
+  provider_options d = o;
+  for (const auto& [k, v] : o.knobs) {
+    if (k != "decode" && k != "splits")
+      throw_input_error("--" + k, "the cuda kernels take the decode knobs decode and splits only");
+  }
+  if (d.splits == 0 && (o.knobs.count("decode") || o.knobs.count("splits"))) {
+    d.splits = 4;
+    if (o.knobs.count("splits")) {
+      try {
+        d.splits = std::stoi(o.knobs.at("splits"));
+      } catch (const std::exception&) {
+        throw_input_error("--splits", "expected an integer, got '" + o.knobs.at("splits") + "'");
+      }
+      if (d.splits < 1) throw_input_error("--splits", "splits must be >= 1");
+    }
+  }
+  if (d.splits != 0)
+    return std::make_unique<gpu_attention_provider>(gpu::cuda_api(), d, &gpu::cuda_decode_api());
   return make_gpu_attention_provider(gpu::cuda_api(), o);
 #else
   (void)o;

@@ -38,6 +38,8 @@ struct provider_options {
   // GPU split-KV decode (issue 4): > 0 runs the flash-decoding kernel with this many KV splits
   // (T = 1..8 queries) instead of the forward kernel; 0 keeps the forward kernel.
   int splits = 0;                           // --splits
+  // Backend-specific knobs by name (emu serving numerics, issue 9: decode, splits, kv-format...).
+  std::map<std::string, std::string> knobs;
 };
 
 class attention_provider {

@@ -80,6 +80,43 @@ TEST(gpu_quantize_codec, e2m1_decision_points_equal_exact_division) {
   }
 }
 
+TEST(gpu_quantize_codec, reciprocal_round_odd_equals_division_round_odd) {
+  std::mt19937_64 g(14);
+  std::uniform_int_distribution<int> e(-130, 125);
+  for (int i = 0; i < 2000000; ++i) {
+    const float v = i % 5 == 0 ? std::ldexp(random_float(g), e(g)) : random_float(g);
+    float s = std::fabs(random_float(g));
+    if (i % 7 == 0) s = std::ldexp(s, e(g) / 2);
+    if (!(s > 0.f) || std::isinf(s)) s = 1.f;
+    const float rs = cd::block_reciprocal(s);
+    const float a = cd::div_round_odd_rcp(v, s, rs), b = cd::div_round_odd(v, s);
+    ASSERT_EQ(cd::f2u(a), cd::f2u(b)) << "v=" << v << " s=" << s;
+  }
+}
+
+TEST(gpu_quantize_codec, e2m1_thresholds_equal_points) {
+  std::mt19937_64 g(15);
+  std::uniform_int_distribution<int> sbc(1, 0x7E), x(-127, 125);
+  for (int i = 0; i < 200000; ++i) {
+    const bool mx = i % 2 == 0;
+    const float sb = mx ? static_cast<float>(std::ldexp(1.0, x(g))) : cd::decode_e4m3(static_cast<std::uint32_t>(sbc(g)));
+    const float st = mx ? 1.f : std::fabs(random_float(g)) + 1e-20f;
+    const double P = static_cast<double>(sb) * st;
+    float v = mx ? std::ldexp(random_float(g), x(g) / 4) * sb : random_float(g);
+    if (i % 3 == 0) {
+      const double mids[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
+      v = static_cast<float>(mids[i % 7] * P);
+      if (i % 9 == 0) v = cd::u2f(cd::f2u(v) + 1);
+      if (i % 9 == 3) v = cd::u2f(cd::f2u(v) - 1);
+    }
+    const auto t = cd::make_e2m1_thresholds(sb, st);
+    const auto ref = formats::encode(format_id::m_e2m1, static_cast<double>(v) / P,
+                                     formats::rounding::m_nearest_even,
+                                     formats::overflow::m_saturate);
+    ASSERT_EQ(cd::encode_e2m1_thresholds(v, t), ref) << "v=" << v << " sb=" << sb << " st=" << st;
+  }
+}
+
 TEST(gpu_quantize_codec, scale_stores_match_reference_rounding) {
   std::mt19937_64 g(13);
   for (int i = 0; i < 200000; ++i) {

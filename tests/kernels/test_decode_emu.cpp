@@ -50,7 +50,7 @@ decode_config f64_cfg(std::int64_t splits, std::int64_t page, std::int64_t tile 
   cfg.splits = splits;
   cfg.page_size = page;
   cfg.tile_k = tile;
-  cfg.states = default_states(format_id::m_f64);
+  for (std::string_view n : state_names()) set_state(cfg.states, n, format_id::m_f64);
   return cfg;
 }
 

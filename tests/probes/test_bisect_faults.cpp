@@ -123,7 +123,7 @@ const mixed_case k_mixed[] = {
      {"", {"skip-rescale", "rowsum-bf16"}, input_dist::m_rescale_stress, mask_kind::m_causal, 0, 0, "", {}},
      {"rescale or merge frame", "low-precision accumulation"}},
     {"mask_top_left_and_finite_sentinel",
-     {"", {"mask-top-left", "finite-sentinel"}, input_dist::m_shifted, mask_kind::m_causal, 3, 0, "", {}},
+     {"", {"mask-top-left", "finite-sentinel"}, input_dist::m_normal, mask_kind::m_causal, 3, 0, "", {}},
      {"mask geometry", "finite sentinel"}},
 };
 

@@ -68,8 +68,10 @@ bool needs_rounding(format_id state, format_id held) {
 // The states as the kernel holds them once faults that pin a state's dtype are applied.
 state_dtypes effective_states(const flash_config& cfg) {
   state_dtypes st = cfg.states;
-  if (cfg.has(fault::m_rowsum_bf16)) st.l = format_id::m_bf16;
-  if (cfg.has(fault::m_acc_bf16)) st.o = format_id::m_bf16;
+  // An explicit f64 state (precision bisection, `numprobe bisect`) overrides the dtype a fault
+  // pins: it asks whether holding that state in f64 removes the error.
+  if (cfg.has(fault::m_rowsum_bf16) && st.l != format_id::m_f64) st.l = format_id::m_bf16;
+  if (cfg.has(fault::m_acc_bf16) && st.o != format_id::m_f64) st.o = format_id::m_bf16;
   return st;
 }
 

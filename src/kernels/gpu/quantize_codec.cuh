@@ -54,6 +54,31 @@ NUMPROBE_HD float div_round_odd(float x, float y) {
   return u2f(b | 1u);
 }
 
+// The same value as div_round_odd(x, y) from a reciprocal ry = RN(1 / y) computed once per
+// block: q0 = x ry, one Newton step q = q0 + (x - q0 y) ry gives a faithful quotient, whose fma
+// remainder is then exact (Markstein), and the round-to-odd step is the same. Valid when y and
+// 1/y are normal (the caller passes ry = 0 otherwise); elements whose remainder could underflow
+// (|x| < 2^-100) or whose quotient is outside [2^-100, 2^100] take the division path.
+NUMPROBE_HD float div_round_odd_rcp(float x, float y, float ry) {
+  const float q0 = x * ry;
+  const float aq = std::fabs(q0);
+  if (ry == 0.0f || !(std::fabs(x) >= 0x1.0p-100f) || !(aq >= 0x1.0p-100f && aq <= 0x1.0p100f))
+    return div_round_odd(x, y);
+  const float r0 = std::fma(-q0, y, x);
+  const float q = std::fma(r0, ry, q0);
+  const float r = std::fma(-q, y, x);  // exact: q is faithful
+  if (r == 0.0f) return q;
+  const bool exact_above = (r > 0.0f) == (y > 0.0f);
+  const bool mag_over = (q > 0.0f) ? !exact_above : exact_above;
+  std::uint32_t b = f2u(q);
+  if (mag_over) b -= 1;
+  return u2f(b | 1u);
+}
+// The reciprocal div_round_odd_rcp takes for a block scale y > 0 (0: use the division path).
+NUMPROBE_HD float block_reciprocal(float y) {
+  return (y >= 0x1.0p-120f && y <= 0x1.0p120f) ? 1.0f / y : 0.0f;
+}
+
 // A double rounded to odd in fp32 (for the one rounding from double a scale needs).
 NUMPROBE_HD float double_round_odd(double d) {
   const float f = static_cast<float>(d);
@@ -185,6 +210,31 @@ NUMPROBE_HD e2m1_points make_e2m1_points(float sb, float st) {
   }
   return p;
 }
+// The same decisions as one threshold per midpoint: code = sum_k [|v| >= thr_k], where thr_k is
+// hi_k when |v| == hi_k already counts (the exact point lies below hi_k, or it is a tie whose
+// upper neighbour is the even code) and the next float above hi_k otherwise.
+struct e2m1_thresholds {
+  float thr[7];
+};
+NUMPROBE_HD e2m1_thresholds make_e2m1_thresholds(float sb, float st) {
+  const e2m1_points p = make_e2m1_points(sb, st);
+  e2m1_thresholds t{};
+  for (int k = 0; k < 7; ++k) {
+    const float hi = p.hi[k];
+    const bool counts_at_hi = p.lo[k] < 0.0f || (p.lo[k] == 0.0f && (k & 1));
+    t.thr[k] = (counts_at_hi || !(hi <= 3.4028235e38f)) ? hi : u2f(f2u(hi) + 1u);
+  }
+  return t;
+}
+NUMPROBE_HD std::uint32_t encode_e2m1_thresholds(float v, const e2m1_thresholds& t) {
+  const std::uint32_t s = (f2u(v) >> 28) & 0x8u;
+  const float a = std::fabs(v);
+  std::uint32_t c = 0;
+NUMPROBE_HD_UNROLL
+  for (int k = 0; k < 7; ++k) c += a >= t.thr[k] ? 1u : 0u;
+  return s | c;
+}
+
 // Code of v against the points (P > 0; v finite).
 NUMPROBE_HD std::uint32_t encode_e2m1_points(float v, const e2m1_points& p) {
   const std::uint32_t s = (f2u(v) >> 28) & 0x8u;

@@ -100,9 +100,10 @@ __global__ void tensor_scale_kernel(params p, const unsigned* amax_bits, float* 
 // with the input's sign, 0 for formats without NaN (the reference's convention).
 __device__ __forceinline__ void encode4_div(const params& p, const float (&v)[4], float s,
                                             std::uint32_t (&c)[4]) {
+  const float rs = codec::block_reciprocal(s);
   float t[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) t[j] = s == 0.f ? 0.f : codec::div_round_odd(v[j], s);
+  for (int j = 0; j < 4; ++j) t[j] = s == 0.f ? 0.f : codec::div_round_odd_rcp(v[j], s, rs);
   if (p.elem == quant_elem::m_e4m3) {
     if constexpr (platform::has_cvt_e4m3) {
       if (p.hw) {
@@ -237,9 +238,10 @@ __global__ void __launch_bounds__(256) quantize_rows(params p) {
     const codec::scale_value s = codec::store_scale(p.sfmt, range / 15.0);
     double z = 0.0;
     if (s.value != 0.f) z = fmin(fmax(-rint(lo / static_cast<double>(s.value)), 0.0), 15.0);
+    const float rs = codec::block_reciprocal(s.value);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float r = std::rint(s.value == 0.f ? 0.f : codec::div_round_odd(v[j], s.value));
+      const float r = std::rint(s.value == 0.f ? 0.f : codec::div_round_odd_rcp(v[j], s.value, rs));
       const float q = fminf(fmaxf(r + static_cast<float>(z), 0.f), 15.f);
       c[j] = v[j] != v[j] ? 0u : static_cast<std::uint32_t>(q);
     }
@@ -253,7 +255,8 @@ __global__ void __launch_bounds__(256) quantize_rows(params p) {
     float s = 1.f;
     std::uint32_t scode = 0;
     bool nvfp4_zero = false;
-    codec::e2m1_points pts{};
+    bool thresholds = false;
+    codec::e2m1_thresholds pts{};
     if (p.kind == quant_kind::m_tensor) {
       s = *p.tensor_scale;
     } else if (p.kind == quant_kind::m_mx) {
@@ -262,22 +265,27 @@ __global__ void __launch_bounds__(256) quantize_rows(params p) {
       const int x = mx_exponent(p, amax);
       s = static_cast<float>(ldexp(1.0, x));
       scode = static_cast<std::uint32_t>(x + 127);
+      if (p.elem == quant_elem::m_e2m1) {  // e2m1: exact thresholds m_k 2^X
+        pts = codec::make_e2m1_thresholds(s, 1.0f);
+        thresholds = true;
+      }
     } else if (p.kind == quant_kind::m_nvfp4) {
       const float st = *p.tensor_scale;
       const double ideal = static_cast<double>(amax) / (6.0 * static_cast<double>(st));
       const codec::scale_value sb = codec::store_scale(codec::scale_fmt::m_e4m3, ideal);
       scode = sb.code;
       nvfp4_zero = sb.value == 0.f;
-      if (!nvfp4_zero) pts = codec::make_e2m1_points(sb.value, st);
+      if (!nvfp4_zero) pts = codec::make_e2m1_thresholds(sb.value, st);
+      thresholds = true;
     } else {  // symmetric row blocks: 1x128 fp8, int4 groups
       const codec::scale_value sv = symmetric_scale(p, amax);
       s = sv.value;
       scode = sv.code;
     }
-    if (p.kind == quant_kind::m_nvfp4) {
+    if (thresholds) {
 #pragma unroll
       for (int j = 0; j < V; ++j)
-        c[j] = (nvfp4_zero || v[j] != v[j]) ? 0u : codec::encode_e2m1_points(v[j], pts);
+        c[j] = (nvfp4_zero || v[j] != v[j]) ? 0u : codec::encode_e2m1_thresholds(v[j], pts);
     } else {
 #pragma unroll
       for (int k = 0; k < V / 4; ++k) {
