@@ -138,26 +138,38 @@ scan_scheme_result scan_tensor_scheme(
     if (sentinel) buf[n] = amax;
     q = formats::quantize(c, buf, nr + (sentinel ? 1 : 0), cols);
 
-    for (std::size_t i = 0; i < n; ++i) {
-      const double x = buf[i];
-      if (!std::isfinite(x)) {
-        ++r.nonfinite_inputs;
-        continue;
+    {
+      // Register accumulators: the same additions in the same order as accumulating into r
+      // directly (so the same bits), without a store and reload of r per element.
+      double sum_sq = r.sum_sq, sum_sq_err = r.sum_sq_err, max_abs = r.max_abs;
+      std::int64_t nonfinite_in = 0, nonfinite_out = 0;
+      const double* dq = q.dequant.data();
+      for (std::size_t i = 0; i < n; ++i) {
+        const double x = buf[i];
+        if (!std::isfinite(x)) {
+          ++nonfinite_in;
+          continue;
+        }
+        const double d = dq[i];
+        if (!std::isfinite(d)) {
+          ++nonfinite_out;
+          sum_sq_err = k_inf;
+          max_abs = k_inf;
+          continue;
+        }
+        const double e = std::fabs(d - x);
+        sum_sq += x * x;
+        sum_sq_err += e * e;
+        if (e > max_err) {
+          max_err = e;
+          max_err_at = static_cast<std::int64_t>(i) + r0 * cols;
+        }
       }
-      const double d = q.dequant[i];
-      if (!std::isfinite(d)) {
-        ++r.nonfinite_outputs;
-        r.sum_sq_err = k_inf;
-        r.max_abs = k_inf;
-        continue;
-      }
-      const double e = std::fabs(d - x);
-      r.sum_sq += x * x;
-      r.sum_sq_err += e * e;
-      if (e > max_err) {
-        max_err = e;
-        max_err_at = static_cast<std::int64_t>(i) + r0 * cols;
-      }
+      r.sum_sq = sum_sq;
+      r.sum_sq_err = sum_sq_err;
+      r.max_abs = max_abs;
+      r.nonfinite_inputs += nonfinite_in;
+      r.nonfinite_outputs += nonfinite_out;
     }
     r.max_abs = std::max(r.max_abs, max_err);
 

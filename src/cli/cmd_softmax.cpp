@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "numprobe/core/error.hpp"
+#include "probes/attention_probe.hpp"  // json_number
 #include "probes/softmax_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"

@@ -7,6 +7,7 @@
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/formats/format.hpp"
+#include "src/formats/fast_codec.hpp"
 
 namespace numprobe::formats {
 namespace {
@@ -135,7 +136,12 @@ std::uint32_t nan_code(const format_info& f, bool neg) {
 
 }  // namespace
 
-double round_to(format_id id, double x, rounding r, overflow o, std::uint64_t random_bits) {
+// The reference codec: every format and rounding mode, quantum by quantum. The public entry
+// points below send RNE on the <= 8-bit formats to fast_codec.cpp, proven equal to these.
+namespace detail {
+
+double reference_round_to(format_id id, double x, rounding r, overflow o,
+                          std::uint64_t random_bits) {
   const auto& f = info(id);
   if (id == format_id::m_f64) return x;
   if (!f.is_float) return round_integer(f, x, r, random_bits);
@@ -143,10 +149,11 @@ double round_to(format_id id, double x, rounding r, overflow o, std::uint64_t ra
   return round_minifloat(f, x, r, o, random_bits);
 }
 
-std::uint32_t encode(format_id id, double x, rounding r, overflow o, std::uint64_t random_bits) {
+std::uint32_t reference_encode(format_id id, double x, rounding r, overflow o,
+                               std::uint64_t random_bits) {
   const auto& f = info(id);
   if (id == format_id::m_f64) no_f64_codes();
-  const double v = round_to(id, x, r, o, random_bits);
+  const double v = reference_round_to(id, x, r, o, random_bits);
   if (id == format_id::m_f32 || id == format_id::m_tf32)  // tf32 lives in an fp32's top 19 bits
     return std::bit_cast<std::uint32_t>(static_cast<float>(v));
   if (!f.is_float) {
@@ -167,7 +174,7 @@ std::uint32_t encode(format_id id, double x, rounding r, overflow o, std::uint64
   return s | (static_cast<std::uint32_t>(e + f.bias) << mb) | mant;
 }
 
-double decode(format_id id, std::uint32_t code) {
+double reference_decode(format_id id, std::uint32_t code) {
   const auto& f = info(id);
   if (id == format_id::m_f64) no_f64_codes();
   if (f.storage_bits < 32) code &= (1u << f.storage_bits) - 1u;
@@ -193,6 +200,31 @@ double decode(format_id id, std::uint32_t code) {
       ? std::ldexp(static_cast<double>(mant), 1 - f.bias - mb)
       : std::ldexp(static_cast<double>(mant + (1u << mb)), int(ex) - f.bias - mb);
   return sign ? -a : a;
+}
+
+}  // namespace detail
+
+double round_to(format_id id, double x, rounding r, overflow o, std::uint64_t random_bits) {
+  // Integers are left to the reference (it keeps the sign of a zero, -0.3 -> -0.0, which a
+  // decoded code cannot), and so are NaN results (it keeps the sign of the NaN: -NaN for a
+  // NaN input or a negative overflow to NaN; a NaN code decodes to +NaN).
+  if (r == rounding::m_nearest_even && info(id).is_float && detail::has_rne_bit_codec(id)) {
+    const double v = detail::table_decode(id, detail::rne_bit_encode(id, x, o));
+    if (!std::isnan(v)) return v;
+  }
+  return detail::reference_round_to(id, x, r, o, random_bits);
+}
+
+std::uint32_t encode(format_id id, double x, rounding r, overflow o, std::uint64_t random_bits) {
+  if (std::uint32_t code = 0;
+      r == rounding::m_nearest_even && detail::try_rne_bit_encode(id, x, o, code))
+    return code;
+  return detail::reference_encode(id, x, r, o, random_bits);
+}
+
+double decode(format_id id, std::uint32_t code) {
+  if (double v = 0.0; detail::try_table_decode(id, code, v)) return v;
+  return detail::reference_decode(id, code);
 }
 
 bool is_nan_code(format_id id, std::uint32_t code) { return std::isnan(decode(id, code)); }

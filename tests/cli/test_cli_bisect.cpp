@@ -80,7 +80,7 @@ TEST(cli_bisect, bad_flags_exit_2_naming_the_flag) {
   auto r = run_numprobe("bisect --backend emu --seq 64 " + k_small);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--seq"), std::string::npos) << r.err;
-  r = run_numprobe("bisect --backend emu --seq 64..128 --bound nonsense<=2 " + k_small);
+  r = run_numprobe("bisect --backend emu --seq 64..128 --bound 'nonsense<=2' " + k_small);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--bound"), std::string::npos) << r.err;
   r = run_numprobe("bisect --backend emu --seq 64..128 --inject no-such-fault " + k_small);

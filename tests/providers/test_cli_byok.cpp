@@ -82,7 +82,7 @@ TEST(CliDumpedInputs, JudgesADumpAndPlacesTheWorstRowOnTiles) {
   EXPECT_LT(res["worst_rows"][1]["rel_rms"].get<double>(), 1e-6);
   // Text report: worst rows with tile columns; a bound breach exits 1.
   const auto t = run_numprobe("attention --inputs " + d.dir + " --candidate " + d.dir +
-                              "/engine_o.npy --bound rel_rms<=1e-6");
+                              "/engine_o.npy --bound 'rel_rms<=1e-6'");
   EXPECT_EQ(t.exit_code, 1) << t.err;
   EXPECT_NE(t.out.find("q_tile"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("tile 64x64 assumed"), std::string::npos) << t.out;
@@ -141,7 +141,7 @@ TEST(CliExec, NumpyAdapterThroughTheCli) {
                               testing::source_path("examples/exec/numpy_reference.py") + "' {in}\"";
   // Basis: float32 output of a float64 computation, rel_rms <= 2^-24 = 5.96e-08.
   const auto r = run_numprobe("attention --seq 100 --queries 30 --heads 4 --kv-heads 2 --head-dim 32 "
-                              "--backend " + adapter + " --bound rel_rms<=5.97e-8");
+                              "--backend " + adapter + " --bound 'rel_rms<=5.97e-8'");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("PASS rel_rms<=5.97e-08"), std::string::npos) << r.out;
 }
