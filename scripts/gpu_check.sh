@@ -146,17 +146,36 @@ if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip drift; then
   stamp "drift"
   d0=$(date +%s.%N)
   timeout 240 "$BUILD_DIR/numprobe" drift --backend cuda --seq 128..131072 --points tile \
-    --heads 32 --kv-heads 8 --head-dim 128 --mask causal > "$OUT/drift.txt" 2>&1
+    --heads 32 --kv-heads 8 --head-dim 128 --mask causal --json "$OUT/drift.json" > "$OUT/drift.txt" 2>&1
   rc=$?
+  # Where the time goes: kernel (incl. transfers), reference, naive baseline, inputs.
+  python3 -c "
+import json; d=json.load(open('$OUT/drift.json')); t={}
+for p in d['points']:
+    for k,v in p['seconds'].items(): t[k]=t.get(k,0)+v
+print('drift split', ' '.join(f'{k} {v:.1f}s' for k,v in t.items()), 'total', round(d['seconds'],1), 'verdict', d['growth']['verdict'])
+" 2>&1 | tee "$OUT/drift_split.txt"
   RESULT[drift]="rc=$rc, $(awk -v a="$d0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f s wall", b-a}')"
   tail -25 "$OUT/drift.txt"
+fi
+
+# -------------------------------------------------------------- CLI end to end on the GPU
+if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip cli; then
+  stamp "cli: quant --backend cuda, run (default scenario), exec-worker torch SDPA drift"
+  "$BUILD_DIR/numprobe" quant --backend cuda --format e2m1 --scheme nvfp4 --shape 1024x4096 --dist llm \
+    > "$OUT/quant_cuda.txt" 2>&1; RESULT[quant_cli]="rc=$?"
+  (cd "$BUILD_DIR" && timeout 120 ./numprobe run --out "$OUT/run" > "$OUT/run.txt" 2>&1); RESULT[run_default]="rc=$?"
+  timeout 180 "$BUILD_DIR/numprobe" drift --backend exec-worker:"python3 examples/exec/worker.py torch_sdpa" \
+    --seq 128..16384 --points log:8 --heads 8 --kv-heads 2 --head-dim 128 --mask causal \
+    --bound 'ratio_to_naive<=2' > "$OUT/torch_drift.txt" 2>&1; RESULT[torch_sdpa_drift]="rc=$?"
+  tail -15 "$OUT/quant_cuda.txt"; tail -12 "$OUT/run.txt"; tail -16 "$OUT/torch_drift.txt"
 fi
 
 # -------------------------------------------------------------- summary (last)
 echo
 echo "==================== numprobe gpu_check summary ===================="
 printf "%-12s %s\n" "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-for k in build build_cli tests accuracy memcheck racecheck drift quant_exact decode quant_decode_tests memcheck_q racecheck_q; do
+for k in build build_cli tests accuracy memcheck racecheck drift quant_cli run_default torch_sdpa_drift quant_exact decode quant_decode_tests memcheck_q racecheck_q; do
   [[ -n "${RESULT[$k]:-}" ]] && printf "%-12s %s\n" "$k" "${RESULT[$k]}"
 done
 if [[ -f "$OUT/bench.txt" ]]; then
