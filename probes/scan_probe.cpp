@@ -6,7 +6,11 @@
 #include <fmt/format.h>
 #include <limits>
 #include <map>
+#include <exception>
 #include <regex>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/io/checkpoint.hpp"
@@ -16,6 +20,14 @@ namespace {
 
 using formats::scheme_kind;
 constexpr double k_inf = std::numeric_limits<double>::infinity();
+
+int max_threads() {
+#ifdef _OPENMP
+  return std::max(1, omp_get_max_threads());
+#else
+  return 1;
+#endif
+}
 constexpr std::size_t k_worked_elements = 32;
 
 double sqnr_of(double sx, double se) { return se > 0 ? 10.0 * std::log10(sx / se) : k_inf; }
@@ -109,114 +121,163 @@ scan_scheme_result scan_tensor_scheme(
   // zeros are never flushed and the amax maps to the max exactly).
   const bool tensor_scaled = c.kind == scheme_kind::m_nvfp4 || c.kind == scheme_kind::m_tensor;
   const std::int64_t unit = tensor_scaled ? 1 : grid.block_rows;
+  // Bands are quantized `slots` at a time on as many threads (quantize() inside runs on one
+  // thread then: nested regions are inactive), and their statistics are then added up in band
+  // order on one thread, so every sum runs over the elements in the same order as before and
+  // nothing depends on the thread count. Band height never
+  // changes the statistics (the banded result equals quantize() on the whole tensor), but it
+  // does choose the worked block of a `tensor` scan (one block per band), so the band height
+  // stays what band_elements gives, whatever the thread count; memory is `slots` bands.
+  const int slots = max_threads();
   std::int64_t band = rows;
   if (unit < rows) band = std::max(unit, (band_elements / std::max<std::int64_t>(cols, 1)) / unit * unit);
   band = std::min(band, rows);
   const bool sentinel = tensor_scaled && band < rows;
 
-  std::vector<double> buf;
+  const std::int64_t bands = (rows + band - 1) / band;
+  std::vector<std::vector<double>> bufs(static_cast<std::size_t>(slots));
+  std::vector<formats::quant_result> qs(static_cast<std::size_t>(slots));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(slots));
+  // Exceptions may not leave a parallel region: each slot keeps its own, and the lowest band's
+  // is rethrown, the one a sequential loop would have met first.
+  const auto rethrow_first = [&] {
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  };
+
   double amax = 0.0;
-  if (sentinel) {
-    for (std::int64_t r0 = 0; r0 < rows; r0 += band) {
-      const std::int64_t nr = std::min(band, rows - r0);
-      buf.resize(static_cast<std::size_t>(nr * cols));
-      fetch(r0, nr, buf);
-      for (double v : buf)
-        if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
+  if (sentinel) {  // max is exact and order-free, so the parts combine to the same amax
+    std::vector<double> part(static_cast<std::size_t>(slots), 0.0);
+#pragma omp parallel for schedule(static, 1) num_threads(slots)
+    for (std::int64_t k = 0; k < bands; ++k) {
+      const auto t = static_cast<std::size_t>(k % slots);
+      if (errors[t]) continue;
+      try {
+        const std::int64_t r0 = k * band, nr = std::min(band, rows - r0);
+        auto& buf = bufs[t];
+        buf.resize(static_cast<std::size_t>(nr * cols));
+        fetch(r0, nr, buf);
+        double m = part[t];
+        for (double v : buf) {  // a select, not a branch: m stays in a register
+          const double a = std::fabs(v);
+          m = std::max(m, std::isfinite(a) ? a : 0.0);
+        }
+        part[t] = m;
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
     }
+    rethrow_first();
+    for (double m : part) amax = std::max(amax, m);
   }
 
   double max_err = -1.0;
   std::int64_t max_err_at = -1;
   bool have_outlier = false;
-  formats::quant_result q;
-  for (std::int64_t r0 = 0; r0 < rows; r0 += band) {
-    const std::int64_t nr = std::min(band, rows - r0);
-    const std::size_t n = static_cast<std::size_t>(nr * cols);
-    buf.assign(n + (sentinel ? static_cast<std::size_t>(cols) : 0), 0.0);
-    fetch(r0, nr, std::span<double>(buf.data(), n));
-    if (sentinel) buf[n] = amax;
-    q = formats::quantize(c, buf, nr + (sentinel ? 1 : 0), cols);
-
-    {
-      // Register accumulators: the same additions in the same order as accumulating into r
-      // directly (so the same bits), without a store and reload of r per element.
-      double sum_sq = r.sum_sq, sum_sq_err = r.sum_sq_err, max_abs = r.max_abs;
-      std::int64_t nonfinite_in = 0, nonfinite_out = 0;
-      const double* dq = q.dequant.data();
-      for (std::size_t i = 0; i < n; ++i) {
-        const double x = buf[i];
-        if (!std::isfinite(x)) {
-          ++nonfinite_in;
-          continue;
-        }
-        const double d = dq[i];
-        if (!std::isfinite(d)) {
-          ++nonfinite_out;
-          sum_sq_err = k_inf;
-          max_abs = k_inf;
-          continue;
-        }
-        const double e = std::fabs(d - x);
-        sum_sq += x * x;
-        sum_sq_err += e * e;
-        if (e > max_err) {
-          max_err = e;
-          max_err_at = static_cast<std::int64_t>(i) + r0 * cols;
-        }
-      }
-      r.sum_sq = sum_sq;
-      r.sum_sq_err = sum_sq_err;
-      r.max_abs = max_abs;
-      r.nonfinite_inputs += nonfinite_in;
-      r.nonfinite_outputs += nonfinite_out;
-    }
-    r.max_abs = std::max(r.max_abs, max_err);
-
-    const auto take_worked = [&](const formats::block_stats& b, bool outlier) {
-      scan_worked_block w;
-      w.stats = b;
-      w.outlier = outlier;
-      for (std::int64_t rr = b.row0; rr < b.row0 + b.rows && w.flat.size() < k_worked_elements; ++rr)
-        for (std::int64_t cc = b.col0; cc < b.col0 + b.cols && w.flat.size() < k_worked_elements; ++cc)
-          w.flat.push_back(rr * cols + cc);
-      if (b.argmax >= 0 && std::find(w.flat.begin(), w.flat.end(), b.argmax) == w.flat.end())
-        w.flat.back() = b.argmax;
-      for (auto i : w.flat) {
-        w.input.push_back(buf[static_cast<std::size_t>(i)]);
-        w.dequant.push_back(q.dequant[static_cast<std::size_t>(i)]);
-      }
-      // To tensor coordinates.
-      for (auto& i : w.flat) i += r0 * cols;
-      w.stats.row0 += r0;
-      if (w.stats.argmax >= 0) w.stats.argmax += r0 * cols;
-      r.worst = std::move(w);
-    };
-
-    const auto& g = q.grid;
-    for (std::size_t bi = 0; bi < q.blocks.size(); ++bi) {
-      const auto& b = q.blocks[bi];
-      if (b.row0 >= nr) continue;  // the sentinel row's blocks
-      ++r.blocks;
-      r.flushed += b.flushed;
-      r.clipped += b.clipped;
-      r.scale_underflow_blocks += b.scale_underflow ? 1 : 0;
-      if (is_outlier_block(c.kind, b) && b.argmax < nr * cols) {
-        ++r.outlier_blocks;
-        r.outlier_flushed += b.flushed;
-        const auto& w = r.worst.stats;
-        if (!have_outlier || b.flushed > w.flushed || (b.flushed == w.flushed && b.amax > w.amax)) {
-          take_worked(b, true);
-          have_outlier = true;
-        }
+  for (std::int64_t k0 = 0; k0 < bands; k0 += slots) {
+    const std::int64_t batch = std::min<std::int64_t>(slots, bands - k0);
+#pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(batch))
+    for (std::int64_t j = 0; j < batch; ++j) {
+      const auto t = static_cast<std::size_t>(j);
+      try {
+        const std::int64_t r0 = (k0 + j) * band, nr = std::min(band, rows - r0);
+        const std::size_t n = static_cast<std::size_t>(nr * cols);
+        auto& buf = bufs[t];
+        buf.assign(n + (sentinel ? static_cast<std::size_t>(cols) : 0), 0.0);
+        fetch(r0, nr, std::span<double>(buf.data(), n));
+        if (sentinel) buf[n] = amax;
+        qs[t] = formats::quantize(c, buf, nr + (sentinel ? 1 : 0), cols);
+      } catch (...) {
+        errors[t] = std::current_exception();
       }
     }
-    // Without an outlier block, the worked block is the one holding the largest error.
-    if (!have_outlier && max_err_at >= r0 * cols && max_err_at < (r0 + nr) * cols) {
-      const std::int64_t local = max_err_at - r0 * cols;
-      const std::int64_t br = (local / cols) / g.block_rows, bc = (local % cols) / g.block_cols;
-      const auto bi = static_cast<std::size_t>(br * g.grid_cols + bc);
-      if (bi < q.blocks.size() && q.blocks[bi].row0 < nr) take_worked(q.blocks[bi], false);
+    rethrow_first();
+    for (std::int64_t j = 0; j < batch; ++j) {
+      const std::int64_t r0 = (k0 + j) * band, nr = std::min(band, rows - r0);
+      const std::size_t n = static_cast<std::size_t>(nr * cols);
+      const auto& buf = bufs[static_cast<std::size_t>(j)];
+      const auto& q = qs[static_cast<std::size_t>(j)];
+
+      {
+        // Register accumulators: the same additions in the same order as accumulating into r
+        // directly (so the same bits), without a store and reload of r per element.
+        double sum_sq = r.sum_sq, sum_sq_err = r.sum_sq_err, max_abs = r.max_abs;
+        std::int64_t nonfinite_in = 0, nonfinite_out = 0;
+        const double* dq = q.dequant.data();
+        for (std::size_t i = 0; i < n; ++i) {
+          const double x = buf[i];
+          if (!std::isfinite(x)) {
+            ++nonfinite_in;
+            continue;
+          }
+          const double d = dq[i];
+          if (!std::isfinite(d)) {
+            ++nonfinite_out;
+            sum_sq_err = k_inf;
+            max_abs = k_inf;
+            continue;
+          }
+          const double e = std::fabs(d - x);
+          sum_sq += x * x;
+          sum_sq_err += e * e;
+          if (e > max_err) {
+            max_err = e;
+            max_err_at = static_cast<std::int64_t>(i) + r0 * cols;
+          }
+        }
+        r.sum_sq = sum_sq;
+        r.sum_sq_err = sum_sq_err;
+        r.max_abs = max_abs;
+        r.nonfinite_inputs += nonfinite_in;
+        r.nonfinite_outputs += nonfinite_out;
+      }
+      r.max_abs = std::max(r.max_abs, max_err);
+
+      const auto take_worked = [&](const formats::block_stats& b, bool outlier) {
+        scan_worked_block w;
+        w.stats = b;
+        w.outlier = outlier;
+        for (std::int64_t rr = b.row0; rr < b.row0 + b.rows && w.flat.size() < k_worked_elements; ++rr)
+          for (std::int64_t cc = b.col0; cc < b.col0 + b.cols && w.flat.size() < k_worked_elements; ++cc)
+            w.flat.push_back(rr * cols + cc);
+        if (b.argmax >= 0 && std::find(w.flat.begin(), w.flat.end(), b.argmax) == w.flat.end())
+          w.flat.back() = b.argmax;
+        for (auto i : w.flat) {
+          w.input.push_back(buf[static_cast<std::size_t>(i)]);
+          w.dequant.push_back(q.dequant[static_cast<std::size_t>(i)]);
+        }
+        // To tensor coordinates.
+        for (auto& i : w.flat) i += r0 * cols;
+        w.stats.row0 += r0;
+        if (w.stats.argmax >= 0) w.stats.argmax += r0 * cols;
+        r.worst = std::move(w);
+      };
+
+      const auto& g = q.grid;
+      for (std::size_t bi = 0; bi < q.blocks.size(); ++bi) {
+        const auto& b = q.blocks[bi];
+        if (b.row0 >= nr) continue;  // the sentinel row's blocks
+        ++r.blocks;
+        r.flushed += b.flushed;
+        r.clipped += b.clipped;
+        r.scale_underflow_blocks += b.scale_underflow ? 1 : 0;
+        if (is_outlier_block(c.kind, b) && b.argmax < nr * cols) {
+          ++r.outlier_blocks;
+          r.outlier_flushed += b.flushed;
+          const auto& w = r.worst.stats;
+          if (!have_outlier || b.flushed > w.flushed || (b.flushed == w.flushed && b.amax > w.amax)) {
+            take_worked(b, true);
+            have_outlier = true;
+          }
+        }
+      }
+      // Without an outlier block, the worked block is the one holding the largest error.
+      if (!have_outlier && max_err_at >= r0 * cols && max_err_at < (r0 + nr) * cols) {
+        const std::int64_t local = max_err_at - r0 * cols;
+        const std::int64_t br = (local / cols) / g.block_rows, bc = (local % cols) / g.block_cols;
+        const auto bi = static_cast<std::size_t>(br * g.grid_cols + bc);
+        if (bi < q.blocks.size() && q.blocks[bi].row0 < nr) take_worked(q.blocks[bi], false);
+      }
     }
   }
   if (c.kind == scheme_kind::m_tensor) {  // one block, however many bands carried it

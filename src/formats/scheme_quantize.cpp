@@ -42,13 +42,26 @@ double round_integer_mode(double t, rounding r, std::uint64_t random_bits) {
   }
 }
 
-// The largest finite magnitude (0 when there is none). A function of its own so the running
-// max lives in a register (inline in quantize() it was kept on the stack; perf, bench_scan).
-double finite_amax(std::span<const double> values) {
-  double amax = 0.0;
-  for (double v : values)
-    if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
-  return amax;
+// The largest finite magnitude (0 when there is none), the same value as a plain loop of
+// `if (isfinite(v)) amax = max(amax, |v|)`: a non-finite element contributes +0, which never
+// raises a max that starts at +0, and max is exact and order-free on non-negative values, so
+// four running maxima combine to the same result. Out of line with a select instead of a
+// branch because inlined into quantize() GCC kept the running max on the stack, a
+// store-to-load chain per element (perf, bench_scan: ~15% of a scan).
+[[gnu::noinline]] double finite_amax(std::span<const double> values) {
+  double m[4] = {0.0, 0.0, 0.0, 0.0};
+  const std::size_t n = values.size();
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double a = std::fabs(values[i + l]);
+      m[l] = std::max(m[l], std::isfinite(a) ? a : 0.0);
+    }
+  for (; i < n; ++i) {
+    const double a = std::fabs(values[i]);
+    m[0] = std::max(m[0], std::isfinite(a) ? a : 0.0);
+  }
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
 }
 
 struct block_view {

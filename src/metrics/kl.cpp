@@ -25,29 +25,6 @@ bool ranks_before(double a, std::int64_t ia, double b, std::int64_t ib) {
   return a > b || (a == b && ia < ib);
 }
 
-// log_softmax into a separate buffer, with the argmax (std::max_element's: the first of the
-// maxima). The same operations on the same values in the same order as log_softmax, so the
-// same bits; only the loops are split so the exp calls run back to back (independent, they
-// overlap in the pipeline) and the compensated sum runs alone over the stored terms.
-std::int64_t log_softmax_split(std::span<const double> x, std::span<double> out) {
-  double m = x[0];
-  std::size_t arg = 0;
-  for (std::size_t i = 1; i < x.size(); ++i)
-    if (x[i] > m) {
-      m = x[i];
-      arg = i;
-    }
-  const std::size_t n = x.size();
-  const double* xp = x.data();
-  double* op = out.data();
-  for (std::size_t i = 0; i < n; ++i) op[i] = std::exp(xp[i] - m);
-  neumaier sum;
-  for (std::size_t i = 0; i < n; ++i) sum.add(op[i]);
-  const double lse = m + std::log(sum.value());
-  for (std::size_t i = 0; i < n; ++i) op[i] = xp[i] - lse;
-  return static_cast<std::int64_t>(arg);
-}
-
 }  // namespace
 
 void log_softmax(std::span<const double> x, std::span<double> out) {
@@ -80,19 +57,17 @@ kl_row compare_row(std::span<const double> base, std::span<const double> cand, i
   const std::size_t v = base.size();
   s.lp.resize(v);
   s.lq.resize(v);
+  log_softmax(base, s.lp);
+  log_softmax(cand, s.lq);
   kl_row r;
-  r.top_base = log_softmax_split(base, s.lp);
-  r.top_cand = log_softmax_split(cand, s.lq);
-  // p_i first (independent exp calls), then the compensated sum in the original order.
-  thread_local std::vector<double> pbuf;
-  pbuf.resize(v);
-  for (std::size_t i = 0; i < v; ++i) pbuf[i] = std::exp(s.lp[i]);
   neumaier kl;
   for (std::size_t i = 0; i < v; ++i) {
-    const double p = pbuf[i];
+    const double p = std::exp(s.lp[i]);
     if (p != 0.0) kl.add(p * (s.lp[i] - s.lq[i]));  // p log p -> 0 as p -> 0
   }
   r.kld = kl.value();
+  r.top_base = std::max_element(base.begin(), base.end()) - base.begin();
+  r.top_cand = std::max_element(cand.begin(), cand.end()) - cand.begin();
   r.p_base_top = std::exp(s.lp[static_cast<std::size_t>(r.top_base)]);
   r.q_base_top = std::exp(s.lq[static_cast<std::size_t>(r.top_base)]);
   if (topk > 0) {

@@ -18,9 +18,13 @@ TEST(emu_config, fault_names_round_trip_and_are_distinct) {
     EXPECT_EQ(parse_fault(to_string(f)), f);
     names.insert(to_string(f));
   }
-  EXPECT_EQ(names.size(), 8u);
-  EXPECT_TRUE(names.contains("skip-rescale"));
-  EXPECT_TRUE(names.contains("finite-sentinel"));
+  // Every name distinct: 8 prefill faults (issue 2) and 6 decode/FP8 faults (issue 9).
+  EXPECT_EQ(names.size(), all_faults().size());
+  for (const char* n : {"skip-rescale", "stale-max", "rowsum-bf16", "acc-bf16", "mask-top-left",
+                        "no-empty-guard", "drop-tail-tile", "finite-sentinel", "merge-nan-empty",
+                        "lse-base2-merge", "split-tail-drop", "kv-scale-ignored", "p-no-prescale",
+                        "acc-no-promotion"})
+    EXPECT_TRUE(names.contains(n)) << n;
 }
 
 TEST(emu_config, unknown_fault_is_an_input_error_naming_the_flag) {
