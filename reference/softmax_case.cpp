@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/core/id_fields.hpp"
 #include "numprobe/core/rng.hpp"
 #include "numprobe/reference/softmax.hpp"
 
@@ -33,33 +34,12 @@ std::uint64_t element(std::int64_t row, std::int64_t i) {
   return static_cast<std::uint64_t>(row) * 0x100000000ULL + static_cast<std::uint64_t>(i);
 }
 
-std::int64_t parse_int(std::string_view v, const std::string& key) {
-  std::int64_t out = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || p != v.data() + v.size())
-    throw_input_error("case id field " + key, fmt::format("expected an integer, got '{}'", v));
-  return out;
-}
-
-double parse_double(std::string_view v, const std::string& key) {
-  double out = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || p != v.data() + v.size() || !std::isfinite(out))
-    throw_input_error("case id field " + key, fmt::format("expected a finite number, got '{}'", v));
-  return out;
-}
-
 }  // namespace
 
 std::string_view to_string(softmax_mask m) { return k_masks[static_cast<std::size_t>(m)].second; }
 
 softmax_mask parse_softmax_mask(std::string_view text, const std::string& place) {
-  std::string known;
-  for (const auto& [v, n] : k_masks) {
-    if (n == text) return v;
-    known += (known.empty() ? "" : "|") + std::string(n);
-  }
-  throw_input_error(place, fmt::format("unknown softmax mask '{}' (expected {})", text, known));
+  return parse_named(k_masks, text, place, "softmax mask");
 }
 
 std::int64_t softmax_case::masked_count() const {
@@ -107,16 +87,16 @@ softmax_case parse_softmax_case(std::string_view id) {
     if (eq == std::string_view::npos) throw_input_error("--case", fmt::format("field '{}' has no '='", field));
     const std::string key(field.substr(0, eq));
     const std::string_view val = field.substr(eq + 1);
-    if (key == "V") c.vocab = parse_int(val, key);
-    else if (key == "R") c.rows = parse_int(val, key);
+    if (key == "V") c.vocab = parse_id_int(val, key);
+    else if (key == "R") c.rows = parse_id_int(val, key);
     else if (key == "in") c.dtype = formats::parse_format(val, "case id field in");
     else if (key == "mask") c.mask = parse_softmax_mask(val, "case id field mask");
-    else if (key == "masked") c.masked = parse_int(val, key);
-    else if (key == "temp") c.temperature = parse_double(val, key);
-    else if (key == "softcap") c.softcap = parse_double(val, key);
+    else if (key == "masked") c.masked = parse_id_int(val, key);
+    else if (key == "temp") c.temperature = parse_id_double(val, key);
+    else if (key == "softcap") c.softcap = parse_id_double(val, key);
     else if (key == "dist") c.dist = parse_dist(val, "case id field dist");
-    else if (key == "shift") c.logit_shift = parse_double(val, key);
-    else if (key == "seed") c.seed = static_cast<std::uint64_t>(parse_int(val, key));
+    else if (key == "shift") c.logit_shift = parse_id_double(val, key);
+    else if (key == "seed") c.seed = static_cast<std::uint64_t>(parse_id_int(val, key));
     else throw_input_error("--case", fmt::format("unknown field '{}'", key));
   }
   c.validate();

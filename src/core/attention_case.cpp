@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/core/id_fields.hpp"
 
 namespace numprobe {
 namespace {
@@ -29,33 +30,6 @@ constexpr std::array<std::pair<input_dist, std::string_view>, 8> k_dists{{
     {input_dist::m_shifted, "shifted"},
     {input_dist::m_constant_v, "constant-v"},
 }};
-
-template <class E, std::size_t N>
-E parse_named(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view text,
-              const std::string& place, std::string_view what) {
-  std::string known;
-  for (const auto& [v, n] : table) {
-    if (n == text) return v;
-    known += (known.empty() ? "" : "|") + std::string(n);
-  }
-  throw_input_error(place, fmt::format("unknown {} '{}' (expected {})", what, text, known));
-}
-
-std::int64_t parse_int(std::string_view v, const std::string& key) {
-  std::int64_t out = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || p != v.data() + v.size())
-    throw_input_error("case id field " + key, fmt::format("expected an integer, got '{}'", v));
-  return out;
-}
-
-double parse_double(std::string_view v, const std::string& key) {
-  double out = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || p != v.data() + v.size() || !std::isfinite(out))
-    throw_input_error("case id field " + key, fmt::format("expected a finite number, got '{}'", v));
-  return out;
-}
 
 }  // namespace
 
@@ -132,20 +106,20 @@ attention_case parse_attention_case(std::string_view id) {
       throw_input_error("--case", fmt::format("field '{}' has no '='", field));
     const std::string key(field.substr(0, eq));
     const std::string_view val = field.substr(eq + 1);
-    if (key == "B") c.batch = parse_int(val, key);
-    else if (key == "T") { c.queries = parse_int(val, key); have_t = true; }
-    else if (key == "S") c.seq = parse_int(val, key);
-    else if (key == "Hq") c.heads = parse_int(val, key);
-    else if (key == "Hkv") c.kv_heads = parse_int(val, key);
-    else if (key == "D") c.head_dim = parse_int(val, key);
+    if (key == "B") c.batch = parse_id_int(val, key);
+    else if (key == "T") { c.queries = parse_id_int(val, key); have_t = true; }
+    else if (key == "S") c.seq = parse_id_int(val, key);
+    else if (key == "Hq") c.heads = parse_id_int(val, key);
+    else if (key == "Hkv") c.kv_heads = parse_id_int(val, key);
+    else if (key == "D") c.head_dim = parse_id_int(val, key);
     else if (key == "in") c.dtype = formats::parse_format(val, "case id field in");
     else if (key == "mask") c.mask = parse_mask(val, "case id field mask");
-    else if (key == "W") c.window = parse_int(val, key);
-    else if (key == "scale") c.scale = parse_double(val, key);
-    else if (key == "softcap") c.softcap = parse_double(val, key);
+    else if (key == "W") c.window = parse_id_int(val, key);
+    else if (key == "scale") c.scale = parse_id_double(val, key);
+    else if (key == "softcap") c.softcap = parse_id_double(val, key);
     else if (key == "dist") c.dist = parse_dist(val, "case id field dist");
-    else if (key == "shift") c.logit_shift = parse_double(val, key);
-    else if (key == "seed") c.seed = static_cast<std::uint64_t>(parse_int(val, key));
+    else if (key == "shift") c.logit_shift = parse_id_double(val, key);
+    else if (key == "seed") c.seed = static_cast<std::uint64_t>(parse_id_int(val, key));
     else throw_input_error("--case", fmt::format("unknown field '{}'", key));
   }
   if (!have_t) c.queries = 0;
