@@ -84,6 +84,7 @@ bisect_result run_bisect(const bisect_options& o) {
                                   fmt::format("{} at S={} (baseline of the one-key-tile check)", label, c.seq));
       if (!before.failed || before.nan) continue;
       r.mechanisms.push_back(check_one_key_tile(ctx, c, before.error));
+      r.mechanisms.push_back(check_forced_rescale(ctx, c, before.error));
       break;
     }
   }

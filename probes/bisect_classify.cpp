@@ -52,9 +52,9 @@ std::vector<class_finding> classify(const classification_inputs& in) {
     }
     if (in.mechanisms)
       for (const auto& m : *in.mechanisms)
-        if (m.ran && m.name == "one key tile") {
+        if (m.ran && (m.name == "one key tile" || m.name == "rescale forced on every tile")) {
           (m.removes ? f.evidence_for : f.evidence_against)
-              .push_back(fmt::format("one key tile {} the error ({:.3g} -> {:.3g})",
+              .push_back(fmt::format("{} {} the error ({:.3g} -> {:.3g})", m.name,
                                      m.removes ? "removes" : "does not remove", m.before, m.after));
         }
     settle(f, sup);

@@ -116,6 +116,25 @@ precision_result bisect_precision(bisect_context& ctx, const std::vector<precisi
   return r;
 }
 
+mechanism_check check_forced_rescale(bisect_context& ctx, const attention_case& c, double before) {
+  mechanism_check m;
+  m.name = "rescale forced on every tile";
+  m.before = before;
+  if (!ctx.state_knobs()) {
+    m.note = "the backend has no rescale switch";
+    return m;
+  }
+  provider_options po = ctx.base_provider();
+  po.knobs["force-rescale"] = "1";
+  const auto o = measure(ctx, "mechanism", c, po, "rescale forced on every key tile");
+  m.ran = true;
+  m.after = o.error;
+  m.removes = !o.failed;
+  ctx.trace().back().decision = m.removes ? "passes: the kernel's rescale path carries the error"
+                                          : "still fails: not the rescale path";
+  return m;
+}
+
 mechanism_check check_one_key_tile(bisect_context& ctx, const attention_case& c, double before) {
   mechanism_check m;
   m.name = "one key tile";

@@ -44,6 +44,10 @@ struct precision_candidate {
                                                 const std::vector<precision_candidate>& candidates);
 
 // One key tile (tile_k >= S): no rescale and no tail tile. `c` must fail with the base provider.
+// The rescale forced on every key tile (emu knob force-rescale): removes errors that ride on a
+// conditional or lagged rescale path.
+[[nodiscard]] mechanism_check check_forced_rescale(bisect_context& ctx, const attention_case& c,
+                                                   double before);
 [[nodiscard]] mechanism_check check_one_key_tile(bisect_context& ctx, const attention_case& c,
                                                  double before);
 

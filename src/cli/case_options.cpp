@@ -58,6 +58,8 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
   sub->add_option("--p-format", f.p_format, "quantize P to this fp8 format before P.V");
   sub->add_option("--p-prescale", f.p_prescale, "multiply P by X before quantizing (divide after)");
   sub->add_option("--acc-promote", f.acc_promote, "fp8 MMA accumulator promoted to fp32 every N key tiles");
+  sub->add_flag("--force-rescale", f.force_rescale,
+                "emu: rescale O and l on every key tile (disable-the-mechanism check)");
 }
 
 std::int64_t parse_positive(const std::string& text, const std::string& flag) {
@@ -128,6 +130,7 @@ provider_options make_provider_options(const case_flags& f) {
     if (v > 0) o.knobs[name] = std::to_string(v);
   };
   if (f.decode) o.knobs["decode"] = "1";
+  if (f.force_rescale) o.knobs["force-rescale"] = "1";
   positive_knob("splits", f.splits);
   positive_knob("split-size", f.split_size);
   positive_knob("page-size", f.page_size);

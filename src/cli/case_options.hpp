@@ -37,6 +37,7 @@ struct case_flags {
   std::vector<std::string> bounds;
   std::string json;
   std::string csv;
+  bool force_rescale = false;
   bool no_e2e = false;
   int device = 0;
   // bring your own kernel (issue 8)

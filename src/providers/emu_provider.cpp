@@ -1,5 +1,6 @@
 // `--backend emu`: the CPU emulation of a tiled flash-attention kernel, with state dtypes and
 // injectable faults.
+#include <cmath>
 #include <fmt/format.h>
 
 #include "numprobe/core/error.hpp"
@@ -85,9 +86,11 @@ class emu_provider final : public attention_provider {
     };
     for (const auto& [k, v] : knobs)
       if (k != "decode" && k != "splits" && k != "split-size" && k != "page-size" && k != "kv-format" &&
-          k != "kv-scale" && k != "p-format" && k != "p-prescale" && k != "acc-promote")
+          k != "kv-scale" && k != "p-format" && k != "p-prescale" && k != "acc-promote" &&
+          k != "force-rescale")
         throw_input_error("--" + k, "not a knob of the emu backend");
     m_decode = knobs.count("decode") > 0;
+    m_cfg.force_rescale = knobs.count("force-rescale") > 0;
     m_dcfg.tile_k = m_cfg.tile_k;
     if (knobs.count("splits")) m_dcfg.splits = integer("splits");
     if (knobs.count("split-size")) m_dcfg.split_size = integer("split-size");
@@ -112,7 +115,13 @@ class emu_provider final : public attention_provider {
     }
     if (knobs.count("p-prescale")) {
       if (!m_cfg.fp8.p) throw_input_error("--p-prescale", "needs --p-format");
-      m_cfg.fp8.p_prescale = std::stod(knobs.at("p-prescale"));
+      try {
+        m_cfg.fp8.p_prescale = std::stod(knobs.at("p-prescale"));
+      } catch (const std::exception&) {
+        throw_input_error("--p-prescale", fmt::format("not a number: '{}'", knobs.at("p-prescale")));
+      }
+      if (!(m_cfg.fp8.p_prescale > 0) || !std::isfinite(m_cfg.fp8.p_prescale))
+        throw_input_error("--p-prescale", "must be finite and positive");
     }
     if (knobs.count("acc-promote")) m_cfg.fp8.acc_promote = integer("acc-promote");
     if (m_decode && m_cfg.fp8.any())

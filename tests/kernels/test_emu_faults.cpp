@@ -186,3 +186,39 @@ TEST(emu_fault_growth, skip_rescale_error_grows_from_one_tile_to_many) {
 
 }  // namespace
 }  // namespace numprobe::emu::testing
+
+// The disable-the-mechanism switch: forcing the rescale on every tile removes exactly the
+// rescale faults' error (bit-identical to the clean kernel), and changes nothing on a clean one.
+TEST(emu_force_rescale, removes_the_rescale_faults_and_leaves_clean_kernels_alone) {
+  using namespace numprobe;
+  attention_case c;
+  c.seq = 300;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.head_dim = 32;
+  c.dist = input_dist::m_rescale_stress;
+  c.seed = 4;
+  const attention_inputs in(c);
+  std::vector<std::int64_t> rows;
+  for (std::int64_t r = 0; r < c.rows(); r += 7) rows.push_back(r);
+  emu::flash_config clean;
+  clean.tile_q = clean.tile_k = 32;
+  const auto ref = emu::flash_forward(in, clean, rows);
+  emu::flash_config forced = clean;
+  forced.force_rescale = true;
+  EXPECT_EQ(emu::flash_forward(in, forced, rows).o, ref.o);
+  for (auto f : {emu::fault::m_skip_rescale, emu::fault::m_stale_max}) {
+    emu::flash_config faulty = clean;
+    faulty.faults = {f};
+    EXPECT_NE(emu::flash_forward(in, faulty, rows).o, ref.o) << emu::to_string(f);
+    faulty.force_rescale = true;
+    EXPECT_EQ(emu::flash_forward(in, faulty, rows).o, ref.o) << emu::to_string(f);
+  }
+  // A fault outside the rescale path is untouched by the switch.
+  emu::flash_config tail = clean;
+  tail.faults = {emu::fault::m_rowsum_bf16};
+  const auto tail_out = emu::flash_forward(in, tail, rows);
+  tail.force_rescale = true;
+  EXPECT_EQ(emu::flash_forward(in, tail, rows).o, tail_out.o);
+  EXPECT_NE(tail_out.o, ref.o);
+}

@@ -265,8 +265,8 @@ class flash_runner {
     const auto nq = static_cast<std::int64_t>(task.end - task.begin);
     const query_vec* vecs = m_vecs.data() + task.begin;
     const bool guard = !m_cfg.has(fault::m_no_empty_guard);
-    const bool skip_rescale = m_cfg.has(fault::m_skip_rescale);
-    const bool stale_max = m_cfg.has(fault::m_stale_max);
+    const bool skip_rescale = m_cfg.has(fault::m_skip_rescale) && !m_cfg.force_rescale;
+    const bool stale_max = m_cfg.has(fault::m_stale_max) && !m_cfg.force_rescale;
     const A inf = std::numeric_limits<A>::infinity();
     const A m_init = m_cfg.has(fault::m_finite_sentinel) ? A(k_finite_sentinel) : -inf;
     const A scale = static_cast<A>(m_c.softmax_scale());

@@ -90,6 +90,10 @@ struct flash_config {
   bool exp2 = true;  // exp(x) computed as exp2(x * log2(e)) with the prescale rounded to s dtype
   std::vector<fault> faults;
   fp8_config fp8;  // off by default
+  // Disable-the-mechanism switch: O and l are rescaled on every key tile by exp(m_old - m_new)
+  // from the current max registers, bypassing any conditional or lagged rescale path (the
+  // skip-rescale and stale-max faults). If an error disappears with it, the rescale carries it.
+  bool force_rescale = false;
 
   [[nodiscard]] bool has(fault f) const;
   // "emu[tile=64x64,s=f32,...,inject=skip-rescale]" listing only non-default settings.

@@ -138,6 +138,7 @@ std::string flash_config::describe(formats::format_id input) const {
     if (f != get_state(defaults, n)) out += fmt::format(",{}={}", n, formats::name(f));
   }
   if (!exp2) out += ",exp=exp";
+  if (force_rescale) out += ",force-rescale";
   if (fp8.kv)
     out += fmt::format(",kv={}/{}", formats::name(fp8.kv_format), to_string(fp8.kv_scale));
   if (fp8.p) out += fmt::format(",p={}x{}", formats::name(fp8.p_format), fp8.p_prescale);
