@@ -4,11 +4,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 #include <string_view>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/formats/format.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 
 namespace numprobe {
@@ -64,14 +67,119 @@ gpu::attention_mask to_gpu_mask(mask_kind m) {
                               "is for the ref and emu backends");
 }
 
+// Serving knobs (provider_options::knobs, the CLI's --decode/--splits/... flags) the GPU
+// kernels honour: split-KV decode with a split count or a split size, and an e4m3fn KV cache
+// with per-tensor or per-KV-head scales. Anything else is refused naming its flag.
+struct decode_settings {
+  bool on = false;
+  int splits = 4;                // --splits (the emulator's default)
+  std::int64_t split_size = 0;   // --split-size: keys per split (then splits = ceil(S / size))
+  gpu::kv_format kv = gpu::kv_format::m_input;
+  [[nodiscard]] std::string kv_name() const {
+    return kv == gpu::kv_format::m_e4m3_tensor ? "e4m3fn/tensor"
+           : kv == gpu::kv_format::m_e4m3_head ? "e4m3fn/head"
+                                                : "input";
+  }
+  [[nodiscard]] std::string describe() const {
+    std::string s = split_size > 0 ? fmt::format("decode,split-size={}", split_size)
+                                   : fmt::format("decode,splits={}", splits);
+    if (kv != gpu::kv_format::m_input) s += ",kv=" + kv_name();
+    return s;
+  }
+};
+
+decode_settings parse_decode_knobs(const provider_options& o, const std::string& vendor) {
+  decode_settings d;
+  const auto& k = o.knobs;
+  const auto integer = [&](const std::string& name, std::int64_t hi) {
+    const std::string& text = k.at(name);
+    std::int64_t v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stoll(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+    } catch (const std::exception&) {
+      throw_input_error("--" + name, fmt::format("expected an integer, got '{}'", text));
+    }
+    if (v < 1 || v > hi) throw_input_error("--" + name, fmt::format("must be in [1, {}], got {}", hi, v));
+    return v;
+  };
+  for (const auto& [name, value] : k) {
+    if (name == "decode" || name == "splits" || name == "split-size" || name == "kv-format" ||
+        name == "kv-scale")
+      continue;
+    if (name == "page-size")
+      throw_input_error("--page-size", fmt::format("the {} decode kernel reads a contiguous KV "
+                                                   "cache; paged caches are emulated by --backend emu",
+                                                   vendor));
+    throw_input_error("--" + name, fmt::format("not a knob of the {} kernels (they take --decode, "
+                                               "--splits, --split-size, --kv-format e4m3fn, "
+                                               "--kv-scale tensor|head); use --backend emu",
+                                               vendor));
+  }
+  d.on = k.count("decode") > 0;
+  if (!d.on)
+    for (const char* name : {"splits", "split-size", "kv-format", "kv-scale"})
+      if (k.count(name))
+        throw_input_error(std::string("--") + name,
+                          fmt::format("the {} forward kernel has no such knob; add --decode", vendor));
+  if (k.count("splits")) d.splits = static_cast<int>(integer("splits", 65535));
+  if (k.count("split-size")) {
+    if (k.count("splits")) throw_input_error("--split-size", "give --splits or --split-size, not both");
+    d.split_size = integer("split-size", std::int64_t{1} << 40);
+  }
+  if (k.count("kv-format")) {
+    if (k.at("kv-format") != "e4m3fn")
+      throw_input_error("--kv-format", fmt::format("the {} decode kernel takes e4m3fn KV only, not "
+                                                   "'{}' (other formats: --backend emu)",
+                                                   vendor, k.at("kv-format")));
+    d.kv = gpu::kv_format::m_e4m3_head;  // the emulator's default layout
+    if (k.count("kv-scale")) {
+      const std::string& l = k.at("kv-scale");
+      if (l == "tensor") d.kv = gpu::kv_format::m_e4m3_tensor;
+      else if (l != "head")
+        throw_input_error("--kv-scale", fmt::format("the {} decode kernel takes tensor or head "
+                                                    "scales, not '{}' (channel/token: --backend emu)",
+                                                    vendor, l));
+    }
+  } else if (k.count("kv-scale")) {
+    throw_input_error("--kv-scale", "needs --kv-format");
+  }
+  return d;
+}
+
+// e4m3fn codes of x ([B*S, Hkv, D]) with s = fp32(amax / 448) per tensor or per KV head (1 when
+// the group is all zero), round to nearest even, saturating.
+void quantize_kv_e4m3(const float* x, std::int64_t n, std::int64_t hkv, std::int64_t d,
+                      bool per_head, std::vector<std::uint8_t>& codes, std::vector<float>& scales) {
+  const std::int64_t groups = per_head ? hkv : 1;
+  std::vector<double> amax(static_cast<std::size_t>(groups), 0.0);
+  const auto group = [&](std::int64_t i) { return per_head ? (i / d) % hkv : 0; };
+  for (std::int64_t i = 0; i < n; ++i) {
+    double& a = amax[static_cast<std::size_t>(group(i))];
+    a = std::max(a, std::fabs(static_cast<double>(x[i])));
+  }
+  const double fmax = formats::info(formats::format_id::m_e4m3fn).max_finite;
+  scales.resize(static_cast<std::size_t>(groups));
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const double a = amax[static_cast<std::size_t>(g)];
+    scales[static_cast<std::size_t>(g)] = a > 0 ? static_cast<float>(a / fmax) : 1.f;
+  }
+  codes.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    codes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(formats::encode(
+        formats::format_id::m_e4m3fn,
+        static_cast<double>(x[i]) / static_cast<double>(scales[static_cast<std::size_t>(group(i))]),
+        formats::rounding::m_nearest_even, formats::overflow::m_saturate));
+}
+
 class gpu_attention_provider final : public attention_provider {
  public:
   gpu_attention_provider(const gpu::backend_api& api, const provider_options& o,
                          const gpu::decode_api* decode = nullptr)
-      : m_api(api), m_device(o.device), m_decode(decode), m_splits(o.splits) {
-    if (m_splits < 0) throw_input_error("--splits", "splits must be >= 1 (0: the forward kernel)");
-    if (m_splits > 0 && decode == nullptr)
-      throw_input_error("--splits", std::string("the ") + api.vendor + " build has no decode kernel");
+      : m_api(api), m_device(o.device), m_decode(decode), m_dec(parse_decode_knobs(o, api.vendor)) {
+    if (m_dec.on && decode == nullptr)
+      throw_input_error("--decode", std::string("the ") + api.vendor + " provider has no decode kernel wired");
     const std::string vendor = api.vendor;
     if (api.device_count() == 0) {
       throw_backend_error("--backend " + vendor,
@@ -116,7 +224,7 @@ class gpu_attention_provider final : public attention_provider {
     std::string extra;
     if (m_tile_chosen) extra += fmt::format("tile={}x{}", m_kernel.tile_q, m_kernel.tile_k);
     if (m_faults != 0) extra += (extra.empty() ? "" : ",") + ("inject=" + m_fault_name);
-    if (m_splits > 0) extra += (extra.empty() ? "" : ",") + fmt::format("decode,splits={}", m_splits);
+    if (m_dec.on) extra += (extra.empty() ? "" : ",") + m_dec.describe();
     const std::string vendor = m_api.vendor;
     return extra.empty() ? vendor : vendor + "[" + extra + "]";
   }
@@ -160,7 +268,7 @@ class gpu_attention_provider final : public attention_provider {
     r.n_rows = static_cast<std::int64_t>(row_list.size());
 
     attention_output out = make_poisoned_output(row_list, c.heads, c.head_dim);
-    if (m_splits > 0) return run_decode(r, row_list, std::move(out));
+    if (m_dec.on) return run_decode(r, row_list, std::move(out));
     const gpu::attention_result res = m_api.attention_forward(r);
     std::copy(res.o.begin(), res.o.end(), out.o.begin());
     std::copy(res.lse.begin(), res.lse.end(), out.lse.begin());
@@ -168,7 +276,9 @@ class gpu_attention_provider final : public attention_provider {
     return out;
   }
 
-  // Split-KV decode: every row computed, the requested ones returned.
+  // Split-KV decode: every row computed, the requested ones returned. FP8 KV: K and V are
+  // quantized here as the emulator does (s = fp32(amax / 448) per tensor or per KV head, codes
+  // round-to-nearest-even with saturation) and dequantized by the kernel as code * s.
   attention_output run_decode(const gpu::attention_request& r, const std::vector<std::int64_t>& rows,
                               attention_output out) {
     if (r.faults != 0) throw_input_error("--inject", "the decode kernel has no fault variants");
@@ -184,11 +294,25 @@ class gpu_attention_provider final : public attention_provider {
     d.scale = r.scale;
     d.mask = r.mask;
     d.window = r.window;
-    d.splits = m_splits;
+    d.splits = m_dec.splits;
+    d.split_size = m_dec.split_size;
     d.device = r.device;
     d.q = r.q;
     d.k = r.k;
     d.v = r.v;
+    d.kv = m_dec.kv;
+    std::vector<std::uint8_t> k8, v8;
+    std::vector<float> ks, vs;
+    if (m_dec.kv != gpu::kv_format::m_input) {
+      const std::int64_t n = r.batch * r.s * r.hkv * r.d;
+      const bool per_head = m_dec.kv == gpu::kv_format::m_e4m3_head;
+      quantize_kv_e4m3(r.k, n, r.hkv, r.d, per_head, k8, ks);
+      quantize_kv_e4m3(r.v, n, r.hkv, r.d, per_head, v8, vs);
+      d.k8 = k8.data();
+      d.v8 = v8.data();
+      d.k_scale = ks.data();
+      d.v_scale = vs.data();
+    }
     const gpu::decode_result res = m_decode->decode(d);
     const std::int64_t hd = r.hq * r.d;
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -196,6 +320,7 @@ class gpu_attention_provider final : public attention_provider {
       std::copy_n(res.lse.begin() + rows[i] * r.hq, r.hq, out.lse.begin() + static_cast<std::int64_t>(i) * r.hq);
     }
     m_last_kernel_ms = res.kernel_ms;
+    m_last_splits = static_cast<int>(res.split_lse.size() / std::max<std::size_t>(1, res.lse.size()));
     return out;
   }
 
@@ -221,11 +346,15 @@ class gpu_attention_provider final : public attention_provider {
                           {"out", "input"}, {"lse", "f32"}}},
               {"lse_base", "natural log"},
               {"masked_rows", "O = 0, LSE = -inf"}}},
-            {"decode", m_splits > 0 ? nlohmann::json{{"kernel", "decode_split + decode_merge"},
-                                                      {"splits", m_splits},
-                                                      {"p", "f32 (not rounded)"},
-                                                      {"merge", "natural-log LSE, empty splits skipped"}}
-                                    : nlohmann::json(nullptr)},
+            {"decode", m_dec.on ? nlohmann::json{{"kernel", "decode_split + decode_merge"},
+                                                  {"splits", m_dec.split_size > 0 ? nlohmann::json(nullptr)
+                                                                                  : nlohmann::json(m_dec.splits)},
+                                                  {"split_size", m_dec.split_size},
+                                                  {"last_splits", m_last_splits},
+                                                  {"kv", m_dec.kv_name()},
+                                                  {"p", "f32 (not rounded)"},
+                                                  {"merge", "natural-log LSE, empty splits skipped"}}
+                                : nlohmann::json(nullptr)},
             {"last_kernel_ms", m_last_kernel_ms}};
   }
 
@@ -240,7 +369,8 @@ class gpu_attention_provider final : public attention_provider {
   std::string m_fault_name;
   double m_last_kernel_ms = 0.0;
   const gpu::decode_api* m_decode = nullptr;
-  int m_splits = 0;
+  decode_settings m_dec;
+  int m_last_splits = 0;
 };
 
 }  // namespace
@@ -263,27 +393,8 @@ std::vector<nlohmann::json> gpu_devices(const gpu::backend_api& api) {
 
 std::unique_ptr<attention_provider> make_cuda_provider(const provider_options& o) {
 #if NUMPROBE_HAVE_CUDA
-  // Split-KV decode: provider_options::splits, or the serving knobs (issue 9) `decode` and
-  // `splits` (default 4, as the emulator's); other knobs are not honoured by the GPU kernels.
-  provider_options d = o;
-  for (const auto& [k, v] : o.knobs) {
-    if (k != "decode" && k != "splits")
-      throw_input_error("--" + k, "the cuda kernels take the decode knobs decode and splits only");
-  }
-  if (d.splits == 0 && (o.knobs.count("decode") || o.knobs.count("splits"))) {
-    d.splits = 4;
-    if (o.knobs.count("splits")) {
-      try {
-        d.splits = std::stoi(o.knobs.at("splits"));
-      } catch (const std::exception&) {
-        throw_input_error("--splits", "expected an integer, got '" + o.knobs.at("splits") + "'");
-      }
-      if (d.splits < 1) throw_input_error("--splits", "splits must be >= 1");
-    }
-  }
-  if (d.splits != 0)
-    return std::make_unique<gpu_attention_provider>(gpu::cuda_api(), d, &gpu::cuda_decode_api());
-  return make_gpu_attention_provider(gpu::cuda_api(), o);
+  // Split-KV decode and its knobs are parsed (and refused) by the provider itself.
+  return std::make_unique<gpu_attention_provider>(gpu::cuda_api(), o, &gpu::cuda_decode_api());
 #else
   (void)o;
   throw_backend_error("--backend cuda", "the cuda backend is not compiled into this build");

@@ -35,10 +35,9 @@ struct provider_options {
   double exec_timeout_s = 60.0;             // --exec-timeout: per case (worker: per answer)
   bool exec_worker = false;                 // --exec-worker: exec:CMD speaks the worker protocol
   bool keep_temp = false;                   // --keep: keep each case's exec directory
-  // GPU split-KV decode (issue 4): > 0 runs the flash-decoding kernel with this many KV splits
-  // (T = 1..8 queries) instead of the forward kernel; 0 keeps the forward kernel.
-  int splits = 0;                           // --splits
-  // Backend-specific knobs by name (emu serving numerics, issue 9: decode, splits, kv-format...).
+  // Backend-specific knobs by name (serving numerics, issue 9: decode, splits, split-size,
+  // page-size, kv-format, kv-scale, p-format, ...). The emu backend takes all of them; the
+  // cuda backend runs its split-KV decode kernel for `decode` (docs/gpu.md).
   std::map<std::string, std::string> knobs;
 };
 

@@ -280,7 +280,7 @@ TEST(gpu_decode_splits, provider_option_runs_decode) {
   NUMPROBE_REQUIRE_GPU();
   provider_options o;
   o.backend = "cuda";
-  o.splits = 4;
+  o.knobs = {{"decode", "1"}, {"splits", "4"}};
   auto p = make_cuda_provider(o);
   EXPECT_NE(p->name().find("splits=4"), std::string::npos);
   const accuracy a = measure(*p, decode_case(2, 700, mask_kind::m_causal));

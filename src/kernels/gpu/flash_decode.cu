@@ -74,7 +74,7 @@ decode_result run_typed(const decode_request& r) {
   p.d = static_cast<int>(r.d);
   p.splits = r.splits;
   p.s = r.s;
-  p.chunk = (r.s + r.splits - 1) / r.splits;
+  p.chunk = r.split_size > 0 ? r.split_size : (r.s + r.splits - 1) / r.splits;
   p.window = r.window;
   p.mask = r.mask;
   p.scale_log2 = r.scale * decode::k_log2e_f;
@@ -99,7 +99,14 @@ decode_result run_typed(const decode_request& r) {
   return out;
 }
 
-decode_result decode_impl(const decode_request& r) {
+decode_result decode_impl(const decode_request& req) {
+  decode_request r = req;
+  if (r.split_size < 0) throw_input_error("--split-size", "must be positive");
+  if (r.split_size > 0) {
+    const std::int64_t n = (r.s + r.split_size - 1) / r.split_size;
+    if (n > 65535) throw_input_error("--split-size", "more than 65535 splits; use a larger split size");
+    r.splits = static_cast<int>(std::max<std::int64_t>(n, 1));
+  }
   if (r.batch < 1 || r.t < 1 || r.s < 1 || r.hq < 1 || r.hkv < 1 || r.hq % r.hkv != 0)
     throw_input_error("decode case", "the decode kernel needs B, T, S, Hq, Hkv >= 1 and Hkv | Hq");
   if (r.t > decode::k_decode_max_t)

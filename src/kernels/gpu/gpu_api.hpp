@@ -171,6 +171,7 @@ struct decode_request {
   attention_mask mask = attention_mask::m_none;  // none, causal (bottom-right), window
   std::int64_t window = 0;
   int splits = 1;  // >= 1; splits larger than S leave empty splits (handled exactly)
+  std::int64_t split_size = 0;  // > 0: keys per split instead (splits = ceil(S / split_size))
   kv_format kv = kv_format::m_input;
   // FP8 KV: codes are formed on the host by the caller (e4m3fn bytes), scales per tensor
   // (k_scale[0]) or per KV head (k_scale[h]).
