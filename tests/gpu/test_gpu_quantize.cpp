@@ -94,6 +94,52 @@ TEST(gpu_quantize_codec, reciprocal_round_odd_equals_division_round_odd) {
   }
 }
 
+// The multiply-then-check e4m3 path of the kernels (e4m3_quotient) against the exact RNE code
+// of v / s, on random pairs and on quotients placed at, and 1..12 fp32 steps around, every kind
+// of e4m3 decision point (normal midpoints, subnormal midpoints, the 2^-10 tie, 448..464).
+TEST(gpu_quantize_codec, e4m3_reciprocal_path_equals_exact_rounding) {
+  std::mt19937_64 g(16);
+  std::uniform_int_distribution<int> code(0, 0x7D), step(-12, 12), e(-40, 40);
+  for (int i = 0; i < 3000000; ++i) {
+    float s = std::fabs(random_float(g));
+    if (i % 5 == 0) s = std::ldexp(s, e(g));
+    if (!(s > 0.f) || std::isinf(s)) s = 1.f;
+    float v = random_float(g);
+    if (i % 2 == 0) {
+      // x near a decision point: the midpoint above code c (c = 0x7D..: 432, and 464 above 448).
+      const double lo = formats::decode(format_id::m_e4m3fn, static_cast<std::uint32_t>(code(g)));
+      const double hi = formats::decode(format_id::m_e4m3fn, static_cast<std::uint32_t>(code(g) + 1));
+      const double mid = i % 10 == 0 ? 0x1.0p-10 : i % 10 == 2 ? 464.0 : 0.5 * (lo + hi);
+      v = static_cast<float>(mid * s);
+      const int k = step(g);
+      v = cd::u2f(cd::f2u(v) + static_cast<std::uint32_t>(k));
+      if (i % 4 == 0) v = -v;
+    }
+    const double t = static_cast<double>(v) / static_cast<double>(s);
+    const auto ref = formats::encode(format_id::m_e4m3fn, t, formats::rounding::m_nearest_even,
+                                     formats::overflow::m_saturate);
+    const float q = cd::e4m3_quotient(v, s, cd::block_reciprocal(s));
+    ASSERT_EQ(cd::encode_e4m3_sw(q), ref) << "v=" << v << " s=" << s;
+  }
+}
+
+// The fp32-only NVFP4/MX thresholds equal the double-built ones wherever the kernels use them.
+TEST(gpu_quantize_codec, e2m1_thresholds_f32_equal_double) {
+  std::mt19937_64 g(17);
+  std::uniform_int_distribution<int> sbc(1, 0x7E), x(-30, 30), e(-88, 88);
+  for (int i = 0; i < 1000000; ++i) {
+    const bool mx = i % 4 == 0;
+    const float sb = mx ? static_cast<float>(std::ldexp(1.0, x(g)))
+                        : cd::decode_e4m3(static_cast<std::uint32_t>(sbc(g)));
+    float st = mx ? 1.f : std::ldexp(std::fabs(random_float(g)) + 1e-3f, e(g));
+    if (!cd::e2m1_thresholds_f32_ok(st)) st = 1.f;
+    const auto a = cd::make_e2m1_thresholds_f32(sb, st);
+    const auto b = cd::make_e2m1_thresholds(sb, st);
+    for (int k = 0; k < 7; ++k)
+      ASSERT_EQ(cd::f2u(a.thr[k]), cd::f2u(b.thr[k])) << "k=" << k << " sb=" << sb << " st=" << st;
+  }
+}
+
 TEST(gpu_quantize_codec, e2m1_thresholds_equal_points) {
   std::mt19937_64 g(15);
   std::uniform_int_distribution<int> sbc(1, 0x7E), x(-127, 125);

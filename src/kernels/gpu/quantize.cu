@@ -3,6 +3,7 @@
 // hip_quant_api().
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -111,25 +112,76 @@ params plan(const quant_request& r) {
 
 std::int64_t stored_scales(const params& p) { return p.kind == quant_kind::m_tensor ? 1 : p.n_blocks; }
 
-void launch_rows(const params& p) {
-  const auto grid = [&](int lanes) {
-    const std::int64_t groups = 256 / lanes;
-    return static_cast<unsigned>((p.n_blocks + groups - 1) / groups);
-  };
-  switch (p.block_cols) {  // 16 elements per lane
-    case 16: quant::quantize_rows<1><<<grid(1), 256>>>(p); break;
-    case 32: quant::quantize_rows<2><<<grid(2), 256>>>(p); break;
-    case 64: quant::quantize_rows<4><<<grid(4), 256>>>(p); break;
-    default: quant::quantize_rows<8><<<grid(8), 256>>>(p); break;
+// Launch geometry (the bench compares variants; tests and the CLI use 0):
+//   rows:  0 grid-stride, a grid of resident blocks x 4 per SM; 1 one block per 256/L blocks.
+//   2D:    0 registers, 512 threads; 1 two passes (L2 re-read), 256 threads; 2 registers, 1024.
+int g_variant = 0;
+
+int multiprocessors() {
+  static int n = [] {
+    int dev = 0;
+    (void)NUMPROBE_GPU_API(GetDevice)(&dev);
+    platform::device_prop_t prop{};
+    if (NUMPROBE_GPU_API(GetDeviceProperties)(&prop, dev) != platform::success) return 132;
+    return prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 132;
+  }();
+  return n;
+}
+
+template <int L, quant_kind K, quant_elem E>
+void launch_rows_t(const params& p) {
+  const std::int64_t per_block = 256 / L;  // blocks (of the scheme) per thread block
+  const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
+  std::int64_t grid = full;
+  if (g_variant != 1) {
+    int resident = 0;
+    if (NUMPROBE_GPU_API(OccupancyMaxActiveBlocksPerMultiprocessor)(
+            &resident, quant::quantize_rows<L, K, E>, 256, 0) != platform::success || resident < 1)
+      resident = 4;
+    grid = std::min<std::int64_t>(full, static_cast<std::int64_t>(resident) * multiprocessors() * 4);
   }
+  quant::quantize_rows<L, K, E><<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), 256>>>(p);
   check_launch("quantize_rows");
+}
+
+template <quant_kind K, quant_elem E>
+void launch_rows_l(const params& p) {
+  switch (p.block_cols) {  // 16 elements per lane
+    case 16: launch_rows_t<1, K, E>(p); break;
+    case 32: launch_rows_t<2, K, E>(p); break;
+    case 64: launch_rows_t<4, K, E>(p); break;
+    default: launch_rows_t<8, K, E>(p); break;
+  }
+}
+
+void launch_rows(const params& p) {
+  using K = quant_kind;
+  using E = quant_elem;
+  switch (p.kind) {
+    case K::m_tensor: launch_rows_t<8, K::m_tensor, E::m_e4m3>(p); break;
+    case K::m_nvfp4: launch_rows_l<K::m_nvfp4, E::m_e2m1>(p); break;
+    case K::m_asym: launch_rows_l<K::m_asym, E::m_u4>(p); break;
+    case K::m_mx:
+      if (p.elem == E::m_e2m1) launch_rows_l<K::m_mx, E::m_e2m1>(p);
+      else launch_rows_l<K::m_mx, E::m_e4m3>(p);
+      break;
+    default:
+      if (p.elem == E::m_i4) launch_rows_l<K::m_row_block, E::m_i4>(p);
+      else launch_rows_l<K::m_row_block, E::m_e4m3>(p);
+      break;
+  }
 }
 
 // The pre-pass for per-tensor and NVFP4 scales: amax on the device, then one thread.
 void tensor_pass(params& p, unsigned* amax, float* tscale) {
   NUMPROBE_GPU_CHECK(Memset, amax, 0, sizeof(unsigned));
   const std::int64_t n = p.rows * p.cols;
-  const unsigned blocks = static_cast<unsigned>(std::clamp<std::int64_t>((n / 4 + 255) / 256, 1, 4096));
+  int resident = 0;
+  if (NUMPROBE_GPU_API(OccupancyMaxActiveBlocksPerMultiprocessor)(&resident, quant::amax_abs_finite, 256, 0) !=
+          platform::success || resident < 1)
+    resident = 4;
+  const unsigned blocks = static_cast<unsigned>(std::clamp<std::int64_t>(
+      (n / 16 + 255) / 256, 1, static_cast<std::int64_t>(resident) * multiprocessors() * 2));
   quant::amax_abs_finite<<<blocks, 256>>>(p.x, n, amax);
   check_launch("amax_abs_finite");
   quant::tensor_scale_kernel<<<1, 1>>>(p, amax, tscale);
@@ -141,7 +193,9 @@ void launch_quantize(const params& p) {
   if (p.kind == quant_kind::m_block2d) {
     const dim3 grid(static_cast<unsigned>(p.nb_cols),
                     static_cast<unsigned>((p.rows + p.block_rows - 1) / p.block_rows));
-    quant::quantize_block2d<<<grid, 256>>>(p);
+    if (g_variant == 1) quant::quantize_block2d_two_pass<<<grid, 256>>>(p);
+    else if (g_variant == 2) quant::quantize_block2d<1024><<<grid, 1024>>>(p);
+    else quant::quantize_block2d<512><<<grid, 512>>>(p);
     check_launch("quantize_block2d");
   } else {
     params q = p;
@@ -261,6 +315,12 @@ __global__ void fill_bench(float* x, std::int64_t n) {
 }
 
 quant_bandwidth bandwidth_impl(const quant_request& shape, std::int64_t bytes, int iters) {
+  // NUMPROBE_QUANT_VARIANT picks a launch variant (see g_variant) for this measurement only.
+  struct variant_scope {
+    int old;
+    ~variant_scope() { g_variant = old; }
+  } scope{g_variant};
+  if (const char* env = std::getenv("NUMPROBE_QUANT_VARIANT")) g_variant = std::atoi(env);
   quant_request r = shape;
   r.cols = shape.cols > 0 ? shape.cols : 4096;
   r.rows = bytes / 4 / r.cols;

@@ -79,6 +79,39 @@ NUMPROBE_HD float block_reciprocal(float y) {
   return (y >= 0x1.0p-120f && y <= 0x1.0p120f) ? 1.0f / y : 0.0f;
 }
 
+// Whether the e4m3 code of q0 is the code of the exact quotient x = v / s, when q0 = RN(v * rs)
+// with rs = RN(1 / s) (or any normal rs within a relative 2u of 1 / s, u = 2^-24): then
+// |q0 - x| <= |x| (3u + 2u^2), under 3.01 fp32 steps of x's binade. The code changes between q0
+// and x only if an e4m3 RNE decision point (a midpoint between neighbouring codes) lies between
+// them. Those points sit at least 2^19 steps from every binade edge except 2^-10 (the tie between
+// 0 and the smallest subnormal 2^-9, handled apart), so such a point is in q0's binade within
+// 3.01 steps of q0: q0 decides the code when its discarded bits are at least 5 steps from the
+// midpoint pattern of its binade. (When q0 underflows, |x| < 2^-120.) Saturation needs no check:
+// every value above 448 codes 448 (0x7E) with satfinite, exactly as the reference saturates.
+//   |q0| >= 2^-6: 3 kept mantissa bits, midpoint field 0x80000 of 20 discarded bits;
+//   2^-9 <= |q0| < 2^-6 (e4m3 subnormals, quantum 2^-9): k = e + 9 kept bits;
+//   2^-11 <= |q0| < 2^-9: undecided (the 2^-10 tie is near); |q0| < 2^-11: code 0 (|x| < 2^-10).
+// Undecided elements take div_round_odd (a few per million on typical data).
+NUMPROBE_HD bool e4m3_decided(float q0) {
+  const std::uint32_t b = f2u(q0) & 0x7FFFFFFFu;
+  if (b >= 0x3C800000u) return ((b + (4u - 0x80000u)) & 0xFFFFFu) > 8u;
+  if (b < 0x3A000000u) return true;
+  if (b < 0x3B000000u) return false;
+  const int shift = 23 - (static_cast<int>(b >> 23) - 127 + 9);  // 21..23
+  const std::uint32_t mask = (1u << shift) - 1u, mid = 1u << (shift - 1);
+  return ((b + 4u - mid) & mask) > 8u;
+}
+
+// The fp32 value the e4m3 encoder needs for x = v / s: q0 = v * rs where that decides the code
+// (e4m3_decided), else the round-to-odd quotient. rs = block_reciprocal(s) (0: always divide).
+// encode_e4m3(result) equals the RNE e4m3 code of the exact quotient (saturating), as
+// encode_e4m3(div_round_odd(v, s)) does; NaN inputs give NaN (the caller codes them).
+NUMPROBE_HD float e4m3_quotient(float v, float s, float rs) {
+  const float q0 = v * rs;
+  if (rs != 0.0f && e4m3_decided(q0)) return q0;
+  return s == 0.0f ? 0.0f : div_round_odd(v, s);
+}
+
 // A double rounded to odd in fp32 (for the one rounding from double a scale needs).
 NUMPROBE_HD float double_round_odd(double d) {
   const float f = static_cast<float>(d);
@@ -234,6 +267,29 @@ NUMPROBE_HD_UNROLL
   for (int k = 0; k < 7; ++k) c += a >= t.thr[k] ? 1u : 0u;
   return s | c;
 }
+
+// make_e2m1_thresholds in fp32 arithmetic only (the same thresholds): P = sb * st = hi + lo
+// exactly (fma), t_k = m_k P rounds once to hk = fma(m_k, hi, m_k lo) (m_k lo is exact: lo has
+// at most 4 significant bits, m_k at most 3), and the sign of t_k - hk is that of
+// fma(m_k, hi, -hk) + m_k lo, both steps exact (the operands are multiples of ulp(lo) / 4 below
+// 8 ulp(hi)). Valid while nothing over- or underflows: st in [2^-90, 2^90] and sb an e4m3 value
+// or 2^X with |X| <= 30 (the caller checks st and falls back to make_e2m1_thresholds).
+NUMPROBE_HD e2m1_thresholds make_e2m1_thresholds_f32(float sb, float st) {
+  constexpr float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const float hi = sb * st;
+  const float lo = std::fma(sb, st, -hi);
+  e2m1_thresholds t{};
+NUMPROBE_HD_UNROLL
+  for (int k = 0; k < 7; ++k) {
+    const float mlo = mid[k] * lo;
+    const float hk = std::fma(mid[k], hi, mlo);
+    const float r = std::fma(mid[k], hi, -hk) + mlo;  // sign of t_k - hk
+    const bool counts_at_hi = r < 0.0f || (r == 0.0f && (k & 1));
+    t.thr[k] = counts_at_hi ? hk : u2f(f2u(hk) + 1u);
+  }
+  return t;
+}
+NUMPROBE_HD bool e2m1_thresholds_f32_ok(float st) { return st >= 0x1.0p-90f && st <= 0x1.0p90f; }
 
 // Code of v against the points (P > 0; v finite).
 NUMPROBE_HD std::uint32_t encode_e2m1_points(float v, const e2m1_points& p) {

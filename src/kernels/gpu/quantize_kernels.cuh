@@ -5,12 +5,15 @@
 // - amax_abs_finite: |x| max over finite elements (atomicMax on the bits of non-negative floats).
 // - tensor_scale_kernel: one thread turns the amax into the tensor scale (fp8 per-tensor) or
 //   NVFP4's s_t, in double exactly as the reference does.
-// - quantize_rows<L>: blocks of 4L consecutive elements of a row (1x128 fp8, int4 groups, MX 32,
-//   NVFP4 16); L lanes per block, 4 elements per lane, block amax by shuffles within the L lanes
-//   (L divides the warp width on both vendors).
-// - quantize_block2d: block_rows x 128 tiles (DeepSeek-V3 weights), one 256-thread block per tile,
-//   the tile held in registers, amax through shared memory.
+// - quantize_rows<L, kind, elem>: blocks of 16L consecutive elements of a row (1x128 fp8, int4
+//   groups, MX 32, NVFP4 16, and per-tensor fp8 in chunks of 128); L lanes per block, 16
+//   elements per lane, block amax by shuffles within the L lanes (L divides the warp width on
+//   both vendors); grid-stride over warps.
+// - quantize_block2d<Threads>: block_rows x 128 tiles (DeepSeek-V3 weights), one thread block per
+//   tile held in registers; quantize_block2d_two_pass: the same, reading the tile twice.
 // - dequant_int4_f16: packed int4/uint4 -> fp16 by the 0x6400 trick (NUMERICS.md).
+// fp8 elements are coded from v * (1 / s) where that provably gives the code of v / s
+// (codec::e4m3_quotient), from the round-to-odd quotient elsewhere; no per-element division.
 #include <cstdint>
 
 #include "src/kernels/gpu/gpu_api.hpp"
@@ -42,31 +45,42 @@ struct params {
 
 __device__ __forceinline__ bool is_finite_f(float v) { return std::fabs(v) <= 3.4028235e38f; }
 
-__global__ void amax_abs_finite(const float* __restrict__ x, std::int64_t n,
-                                unsigned* __restrict__ out) {
+// Grid-stride over 16-element chunks (four 16-byte loads in flight per thread), a warp-shuffle
+// and one shared-memory step per thread block, one atomicMax per block.
+__global__ void __launch_bounds__(256) amax_abs_finite(const float* __restrict__ x, std::int64_t n,
+                                                       unsigned* __restrict__ out) {
   float m = 0.f;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x * 4;
-  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
-       i < n; i += stride) {
-    if (i + 3 < n && (reinterpret_cast<std::uintptr_t>(x + i) & 15) == 0) {
-      const float4 v = *reinterpret_cast<const float4*>(x + i);
-      const float a[4] = {v.x, v.y, v.z, v.w};
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t * 16 < n;
+       t += stride) {
+    const std::int64_t i = t * 16;
+    if (aligned && i + 16 <= n) {
+      float4 q[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (is_finite_f(a[j])) m = fmaxf(m, std::fabs(a[j]));
+      for (int k = 0; k < 4; ++k) q[k] = reinterpret_cast<const float4*>(x + i)[k];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float a[4] = {q[k].x, q[k].y, q[k].z, q[k].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (is_finite_f(a[j])) m = fmaxf(m, std::fabs(a[j]));
+      }
     } else {
-      for (std::int64_t j = i; j < n && j < i + 4; ++j)
+      for (std::int64_t j = i; j < n && j < i + 16; ++j)
         if (is_finite_f(x[j])) m = fmaxf(m, std::fabs(x[j]));
     }
   }
-  __shared__ float red[1024];
-  red[threadIdx.x] = m;
+#pragma unroll
+  for (int k = 1; k < platform::warp_size; k <<= 1) m = fmaxf(m, platform::shfl_xor(m, k));
+  __shared__ float red[256 / 32 + 1];
+  const int warps = static_cast<int>(blockDim.x) / platform::warp_size;
+  if (threadIdx.x % platform::warp_size == 0) red[threadIdx.x / platform::warp_size] = m;
   __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-    __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < warps; ++w) m = fmaxf(m, red[w]);
+    atomicMax(out, codec::f2u(m));
   }
-  if (threadIdx.x == 0) atomicMax(out, codec::f2u(red[0]));
 }
 
 // Symmetric scale of the reference: max(amax, floor) / max_elem stored in the scale format; an
@@ -93,43 +107,6 @@ __global__ void tensor_scale_kernel(params p, const unsigned* amax_bits, float* 
     const codec::scale_value s = symmetric_scale(p, amax);
     *out = s.value;
     store_scale_code(p, 0, s.code);
-  }
-}
-
-// Elements t = v / s (s = 0 codes 0) for e4m3 / e2m1 / int4, 4 at a time. NaN inputs: e4m3 NaN
-// with the input's sign, 0 for formats without NaN (the reference's convention).
-__device__ __forceinline__ void encode4_div(const params& p, const float (&v)[4], float s,
-                                            std::uint32_t (&c)[4]) {
-  // The IEEE quotient + fma remainder (div_round_odd). The reciprocal variant
-  // (div_round_odd_rcp, same results) measured slower on the H200 (0.96 vs 0.71 ms per GiB).
-  float t[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) t[j] = s == 0.f ? 0.f : codec::div_round_odd(v[j], s);
-  if (p.elem == quant_elem::m_e4m3) {
-    if constexpr (platform::has_cvt_e4m3) {
-      if (p.hw) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) t[j] = fminf(fmaxf(t[j], -1.0e30f), 1.0e30f);
-        const std::uint32_t a = platform::cvt_e4m3x2_satfinite(t[0], t[1]);
-        const std::uint32_t b = platform::cvt_e4m3x2_satfinite(t[2], t[3]);
-        c[0] = a & 0xFF; c[1] = a >> 8; c[2] = b & 0xFF; c[3] = b >> 8;
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) c[j] = codec::encode_e4m3_sw(t[j]);
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) c[j] = codec::encode_e4m3_sw(t[j]);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (v[j] != v[j]) c[j] = ((codec::f2u(v[j]) >> 24) & 0x80u) | 0x7Fu;
-  } else if (p.elem == quant_elem::m_e2m1) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) c[j] = v[j] != v[j] ? 0u : codec::encode_e2m1_sw(t[j]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) c[j] = v[j] != v[j] ? 0u : codec::encode_i4(t[j]);
   }
 }
 
@@ -191,159 +168,276 @@ __device__ __forceinline__ float group_min(float v) {
   return v;
 }
 
+// Per-block state the element coder needs: the divisor (fp8, int4), its reciprocal for the
+// multiply-then-check e4m3 path, or e2m1 decision thresholds (MX e2m1, NVFP4).
+struct block_coder {
+  float s = 1.f, rs = 0.f;
+  bool zero = false;  // NVFP4 block whose e4m3 scale flushed to 0: every code 0
+  codec::e2m1_thresholds pts{};
+};
+
+// Elements of one block, 4 at a time, by scheme (K) and element (E). NaN inputs: e4m3 NaN with
+// the input's sign, 0 for formats without NaN (the reference's convention).
+template <quant_kind K, quant_elem E>
+__device__ __forceinline__ void encode4(const params& p, const block_coder& b, const float (&v)[4],
+                                        std::uint32_t (&c)[4]) {
+  if constexpr (K == quant_kind::m_nvfp4 || (K == quant_kind::m_mx && E == quant_elem::m_e2m1)) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      c[j] = (b.zero || v[j] != v[j]) ? 0u : codec::encode_e2m1_thresholds(v[j], b.pts);
+  } else if constexpr (E == quant_elem::m_e4m3) {
+    float t[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) t[j] = codec::e4m3_quotient(v[j], b.s, b.rs);
+    bool sw = true;
+    if constexpr (platform::has_cvt_e4m3) {
+      if (p.hw) {
+        sw = false;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) t[j] = fminf(fmaxf(t[j], -1.0e30f), 1.0e30f);
+        const std::uint32_t lo = platform::cvt_e4m3x2_satfinite(t[0], t[1]);
+        const std::uint32_t hi = platform::cvt_e4m3x2_satfinite(t[2], t[3]);
+        c[0] = lo & 0xFF; c[1] = lo >> 8; c[2] = hi & 0xFF; c[3] = hi >> 8;
+      }
+    }
+    if (sw) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[j] = codec::encode_e4m3_sw(t[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (v[j] != v[j]) c[j] = ((codec::f2u(v[j]) >> 24) & 0x80u) | 0x7Fu;
+  } else {
+    // MX e2m1 is handled by thresholds above; here int4 groups (i4).
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      c[j] = v[j] != v[j] ? 0u : codec::encode_i4(b.s == 0.f ? 0.f : codec::div_round_odd(v[j], b.s));
+  }
+}
+
+// Symmetric fp32 block scale max(amax, floor) / max_elem: one float division where the
+// reference's double quotient rounded to float is that division (amax a float, max_elem a small
+// integer: the exact quotient is never within 2^-53 of a float midpoint unless it is one, so the
+// double rounding is innocuous); the double path otherwise.
+__device__ __forceinline__ codec::scale_value symmetric_scale_fast(const params& p, float amax) {
+  if (p.sfmt == codec::scale_fmt::m_f32 && amax > 0.f && static_cast<double>(amax) >= p.amax_floor) {
+    const float v = amax / static_cast<float>(p.elem_max);
+    return {v, codec::f2u(v)};
+  }
+  return symmetric_scale(p, amax);
+}
+
+// The coder of one block from its amax (finite elements; 0 when none). Stores nothing.
+template <quant_kind K, quant_elem E>
+__device__ __forceinline__ block_coder make_coder(const params& p, float amax, float st, float r6,
+                                                  std::uint32_t& scode) {
+  block_coder b;
+  if constexpr (K == quant_kind::m_tensor) {
+    b.s = st;
+    b.rs = codec::block_reciprocal(st);
+  } else if constexpr (K == quant_kind::m_mx) {
+    // s = 2^X (a float for every X in [-127, 127]); v / s is then exact.
+    const int x = mx_exponent(p, amax);
+    b.s = static_cast<float>(ldexp(1.0, x));
+    b.rs = codec::block_reciprocal(b.s);
+    scode = static_cast<std::uint32_t>(x + 127);
+    if constexpr (E == quant_elem::m_e2m1)
+      b.pts = (x >= -30 && x <= 30) ? codec::make_e2m1_thresholds_f32(b.s, 1.0f)
+                                    : codec::make_e2m1_thresholds(b.s, 1.0f);
+  } else if constexpr (K == quant_kind::m_nvfp4) {
+    // e4m3 block scale of amax / (6 s_t): amax * r6 decides it (e4m3_decided) except near a
+    // decision point, where the double quotient of the reference is formed.
+    float sb;
+    const float q0 = amax * r6;
+    if (r6 != 0.f && codec::e4m3_decided(q0)) {
+      scode = codec::encode_e4m3_sw(q0);
+      sb = codec::decode_e4m3(scode);
+    } else {
+      const codec::scale_value v = codec::store_scale(
+          codec::scale_fmt::m_e4m3, static_cast<double>(amax) / (6.0 * static_cast<double>(st)));
+      scode = v.code;
+      sb = v.value;
+    }
+    b.zero = sb == 0.f;
+    if (!b.zero)
+      b.pts = codec::e2m1_thresholds_f32_ok(st) ? codec::make_e2m1_thresholds_f32(sb, st)
+                                                : codec::make_e2m1_thresholds(sb, st);
+  } else {  // symmetric row blocks / 2D tiles: fp8 1x128 and 128x128, int4 groups
+    const codec::scale_value sv = symmetric_scale_fast(p, amax);
+    b.s = sv.value;
+    b.rs = codec::block_reciprocal(sv.value);
+    scode = sv.code;
+  }
+  return b;
+}
+
+// NVFP4's 1 / (6 s_t) in fp32 (0 when s_t is outside the range where the fp32 paths hold).
+__device__ __forceinline__ float nvfp4_r6(float st) {
+  return (st >= 0x1.0p-90f && st <= 0x1.0p90f) ? static_cast<float>(1.0 / (6.0 * static_cast<double>(st)))
+                                               : 0.f;
+}
+
 // Blocks of 16 L elements along a row: L lanes per block, 16 consecutive elements per lane
-// (four 16-byte loads; one 8- or 16-byte store of codes), so a block's scale is computed once per
-// lane for 16 elements.
-template <int L>
-__global__ void __launch_bounds__(256) quantize_rows(params p) {
+// (four 16-byte loads; one 8- or 16-byte store of codes), the block amax by shuffles within the
+// L lanes. Grid-stride over warps: a warp covers warp_size / L blocks per step, so every lane of
+// a warp takes the same number of steps and the shuffles always see the full warp.
+template <int L, quant_kind K, quant_elem E>
+__global__ void __launch_bounds__(256, 4) quantize_rows(params p) {
   constexpr int V = 16;
-  constexpr int groups = 256 / L;
+  constexpr int per_warp = platform::warp_size / L;
   const int lane = threadIdx.x % L;
-  const std::int64_t bi = static_cast<std::int64_t>(blockIdx.x) * groups + threadIdx.x / L;
-  const bool active = bi < p.n_blocks;  // inactive lanes still take part in the shuffles
-  const std::int64_t row = active ? bi / p.nb_cols : 0;
-  const std::int64_t c0 = active ? (bi % p.nb_cols) * p.block_cols + lane * V : 0;
+  const int warp_lane = threadIdx.x % platform::warp_size;
+  const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / platform::warp_size);
+  const std::int64_t warp0 = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / platform::warp_size) +
+                             threadIdx.x / platform::warp_size;
   const bool vec_load = (p.cols & 3) == 0;
-  const bool vec_store = (p.cols & 15) == 0 && c0 + V <= p.cols;
-  float v[V];
-  const float* src = p.x + row * p.cols + c0;
+  float st = 1.f, r6 = 0.f;
+  if constexpr (K == quant_kind::m_tensor || K == quant_kind::m_nvfp4) st = *p.tensor_scale;
+  if constexpr (K == quant_kind::m_nvfp4) r6 = nvfp4_r6(st);
+  block_coder tensor_coder;
+  std::uint32_t unused = 0;
+  if constexpr (K == quant_kind::m_tensor) tensor_coder = make_coder<K, E>(p, 0.f, st, 0.f, unused);
+
+  for (std::int64_t w = warp0; w * per_warp < p.n_blocks; w += warps_total) {
+    const std::int64_t bi = w * per_warp + warp_lane / L;
+    const bool active = bi < p.n_blocks;  // inactive lanes still take part in the shuffles
+    const std::int64_t row = active ? bi / p.nb_cols : 0;
+    const std::int64_t c0 = active ? (bi % p.nb_cols) * p.block_cols + lane * V : 0;
+    const bool vec_store = (p.cols & 15) == 0 && c0 + V <= p.cols;
+    float v[V];
+    const float* src = p.x + row * p.cols + c0;
 #pragma unroll
-  for (int k = 0; k < V / 4; ++k) {
-    if (active && vec_load && c0 + 4 * k < p.cols) {
-      const float4 q = *reinterpret_cast<const float4*>(src + 4 * k);
-      v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
-    } else {
+    for (int k = 0; k < V / 4; ++k) {
+      if (active && vec_load && c0 + 4 * k < p.cols) {
+        const float4 q = *reinterpret_cast<const float4*>(src + 4 * k);
+        v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
+      } else {
 #pragma unroll
-      for (int j = 4 * k; j < 4 * k + 4; ++j) v[j] = active && c0 + j < p.cols ? src[j] : 0.f;
-    }
-  }
-  // Elements past the row end are 0 (partial blocks are zero-padded: padding cannot raise amax).
-  float amax = 0.f, mn = 3.4028235e38f, mx = -3.4028235e38f;
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-    const bool in = active && c0 + j < p.cols;
-    if (in && is_finite_f(v[j])) {
-      amax = fmaxf(amax, std::fabs(v[j]));
-      mn = fminf(mn, v[j]);
-      mx = fmaxf(mx, v[j]);
-    }
-  }
-  std::uint32_t c[V];
-  if (p.kind == quant_kind::m_asym) {
-    mn = group_min<L>(mn);
-    mx = group_max<L>(mx);
-    if (!active) return;
-    const bool any = mn <= mx;
-    const double lo = any ? mn : 0.0, hi = any ? mx : 0.0;
-    const double range = fmax(hi - lo, 1e-5);
-    const codec::scale_value s = codec::store_scale(p.sfmt, range / 15.0);
-    double z = 0.0;
-    if (s.value != 0.f) z = fmin(fmax(-rint(lo / static_cast<double>(s.value)), 0.0), 15.0);
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float r = std::rint(s.value == 0.f ? 0.f : codec::div_round_odd(v[j], s.value));
-      const float q = fminf(fmaxf(r + static_cast<float>(z), 0.f), 15.f);
-      c[j] = v[j] != v[j] ? 0u : static_cast<std::uint32_t>(q);
-    }
-    if (lane == 0) {
-      store_scale_code(p, bi, s.code);
-      p.zeros[bi] = static_cast<std::uint8_t>(z);
-    }
-  } else {
-    if (p.kind != quant_kind::m_tensor) amax = group_max<L>(amax);
-    if (!active) return;
-    float s = 1.f;
-    std::uint32_t scode = 0;
-    bool nvfp4_zero = false;
-    bool thresholds = false;
-    codec::e2m1_thresholds pts{};
-    if (p.kind == quant_kind::m_tensor) {
-      s = *p.tensor_scale;
-    } else if (p.kind == quant_kind::m_mx) {
-      // s = 2^X (a float for every X in [-127, 127]); v / s is then exact, so the element
-      // coding below is the reference's. (Dividing keeps v, and a NaN's sign, untouched.)
-      const int x = mx_exponent(p, amax);
-      s = static_cast<float>(ldexp(1.0, x));
-      scode = static_cast<std::uint32_t>(x + 127);
-      if (p.elem == quant_elem::m_e2m1) {  // e2m1: exact thresholds m_k 2^X
-        pts = codec::make_e2m1_thresholds(s, 1.0f);
-        thresholds = true;
-      }
-    } else if (p.kind == quant_kind::m_nvfp4) {
-      const float st = *p.tensor_scale;
-      const double ideal = static_cast<double>(amax) / (6.0 * static_cast<double>(st));
-      const codec::scale_value sb = codec::store_scale(codec::scale_fmt::m_e4m3, ideal);
-      scode = sb.code;
-      nvfp4_zero = sb.value == 0.f;
-      if (!nvfp4_zero) pts = codec::make_e2m1_thresholds(sb.value, st);
-      thresholds = true;
-    } else {  // symmetric row blocks: 1x128 fp8, int4 groups
-      const codec::scale_value sv = symmetric_scale(p, amax);
-      s = sv.value;
-      scode = sv.code;
-    }
-    if (thresholds) {
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        c[j] = (nvfp4_zero || v[j] != v[j]) ? 0u : codec::encode_e2m1_thresholds(v[j], pts);
-    } else {
-#pragma unroll
-      for (int k = 0; k < V / 4; ++k) {
-        const float in4[4] = {v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]};
-        std::uint32_t out4[4];
-        encode4_div(p, in4, s, out4);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) c[4 * k + j] = out4[j];
+        for (int j = 4 * k; j < 4 * k + 4; ++j) v[j] = active && c0 + j < p.cols ? src[j] : 0.f;
       }
     }
-    if (lane == 0 && p.kind != quant_kind::m_tensor) store_scale_code(p, bi, scode);
-  }
-  if (c0 >= p.cols) return;
-  if (p.elem != quant_elem::m_e4m3) {
-    std::uint8_t* dst = p.codes + row * p.row_bytes + c0 / 2;
-    if (vec_store) {
-      uint2 w;
-      w.x = c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12) | (c[4] << 16) | (c[5] << 20) |
-            (c[6] << 24) | (c[7] << 28);
-      w.y = c[8] | (c[9] << 4) | (c[10] << 8) | (c[11] << 12) | (c[12] << 16) | (c[13] << 20) |
-            (c[14] << 24) | (c[15] << 28);
-      *reinterpret_cast<uint2*>(dst) = w;
-    } else {
-      // Odd tails pad the high nibble with 0 (NUMERICS.md, packing).
-#pragma unroll
-      for (int j = 0; j < V; j += 2)
-        if (c0 + j < p.cols)
-          dst[j / 2] = static_cast<std::uint8_t>(c[j] | (c0 + j + 1 < p.cols ? c[j + 1] << 4 : 0u));
-    }
-  } else {
-    std::uint8_t* dst = p.codes + row * p.row_bytes + c0;
-    if (vec_store) {
-      uint4 w;
-      w.x = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
-      w.y = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24);
-      w.z = c[8] | (c[9] << 8) | (c[10] << 16) | (c[11] << 24);
-      w.w = c[12] | (c[13] << 8) | (c[14] << 16) | (c[15] << 24);
-      *reinterpret_cast<uint4*>(dst) = w;
-    } else {
+    std::uint32_t c[V];
+    if constexpr (K == quant_kind::m_asym) {
+      // Elements past the row end are 0 (partial blocks are zero-padded) and do not count.
+      float mn = 3.4028235e38f, mx = -3.4028235e38f;
 #pragma unroll
       for (int j = 0; j < V; ++j)
-        if (c0 + j < p.cols) dst[j] = static_cast<std::uint8_t>(c[j]);
+        if (active && c0 + j < p.cols && is_finite_f(v[j])) {
+          mn = fminf(mn, v[j]);
+          mx = fmaxf(mx, v[j]);
+        }
+      mn = group_min<L>(mn);
+      mx = group_max<L>(mx);
+      if (active) {
+        const bool any = mn <= mx;
+        const double lo = any ? mn : 0.0, hi = any ? mx : 0.0;
+        const double range = fmax(hi - lo, 1e-5);
+        const codec::scale_value s = codec::store_scale(p.sfmt, range / 15.0);
+        double z = 0.0;
+        if (s.value != 0.f) z = fmin(fmax(-rint(lo / static_cast<double>(s.value)), 0.0), 15.0);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float r = std::rint(s.value == 0.f ? 0.f : codec::div_round_odd(v[j], s.value));
+          const float q = fminf(fmaxf(r + static_cast<float>(z), 0.f), 15.f);
+          c[j] = v[j] != v[j] ? 0u : static_cast<std::uint32_t>(q);
+        }
+        if (lane == 0) {
+          store_scale_code(p, bi, s.code);
+          p.zeros[bi] = static_cast<std::uint8_t>(z);
+        }
+      }
+    } else {
+      block_coder b;
+      if constexpr (K == quant_kind::m_tensor) {
+        b = tensor_coder;
+      } else {
+        // Padding past the row end is 0 and cannot raise the amax.
+        float amax = 0.f;
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (is_finite_f(v[j])) amax = fmaxf(amax, std::fabs(v[j]));
+        amax = group_max<L>(amax);
+        std::uint32_t scode = 0;
+        b = make_coder<K, E>(p, amax, st, r6, scode);
+        if (active && lane == 0) store_scale_code(p, bi, scode);
+      }
+      if (active) {
+#pragma unroll
+        for (int k = 0; k < V / 4; ++k) {
+          const float in4[4] = {v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]};
+          std::uint32_t out4[4];
+          encode4<K, E>(p, b, in4, out4);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) c[4 * k + j] = out4[j];
+        }
+      }
+    }
+    if (!active || c0 >= p.cols) continue;
+    if constexpr (E != quant_elem::m_e4m3) {
+      std::uint8_t* dst = p.codes + row * p.row_bytes + c0 / 2;
+      if (vec_store) {
+        uint2 wv;
+        wv.x = c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12) | (c[4] << 16) | (c[5] << 20) |
+               (c[6] << 24) | (c[7] << 28);
+        wv.y = c[8] | (c[9] << 4) | (c[10] << 8) | (c[11] << 12) | (c[12] << 16) | (c[13] << 20) |
+               (c[14] << 24) | (c[15] << 28);
+        *reinterpret_cast<uint2*>(dst) = wv;
+      } else {
+        // Odd tails pad the high nibble with 0 (NUMERICS.md, packing).
+#pragma unroll
+        for (int j = 0; j < V; j += 2)
+          if (c0 + j < p.cols)
+            dst[j / 2] = static_cast<std::uint8_t>(c[j] | (c0 + j + 1 < p.cols ? c[j + 1] << 4 : 0u));
+      }
+    } else {
+      std::uint8_t* dst = p.codes + row * p.row_bytes + c0;
+      if (vec_store) {
+        uint4 wv;
+        wv.x = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
+        wv.y = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24);
+        wv.z = c[8] | (c[9] << 8) | (c[10] << 16) | (c[11] << 24);
+        wv.w = c[12] | (c[13] << 8) | (c[14] << 16) | (c[15] << 24);
+        *reinterpret_cast<uint4*>(dst) = wv;
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (c0 + j < p.cols) dst[j] = static_cast<std::uint8_t>(c[j]);
+      }
     }
   }
 }
 
-// block_rows x 128 tiles; 256 threads: column quad t % 32, rows t / 32 + 8 i.
-__global__ void __launch_bounds__(256) quantize_block2d(params p) {
-  constexpr int k_rows_per_thread = 16;  // block_rows <= 128
-  const int cq = threadIdx.x % 32, r8 = threadIdx.x / 32;
+// Max over a thread block of `threads` threads (a warp-shuffle step, then one shared-memory
+// step over the warps); every thread gets the result.
+template <int Threads>
+__device__ __forceinline__ float block_max(float v) {
+  constexpr int warps = Threads / platform::warp_size;
+#pragma unroll
+  for (int m = 1; m < platform::warp_size; m <<= 1) v = fmaxf(v, platform::shfl_xor(v, m));
+  __shared__ float red[warps];
+  if (threadIdx.x % platform::warp_size == 0) red[threadIdx.x / platform::warp_size] = v;
+  __syncthreads();
+  float m = red[0];
+#pragma unroll
+  for (int w = 1; w < warps; ++w) m = fmaxf(m, red[w]);
+  return m;
+}
+
+// block_rows x 128 tiles (DeepSeek-V3 weights), one thread block per tile, the tile held in
+// registers: 32 column quads (coalesced 512-byte row loads) x Threads / 32 row groups, R rows
+// per thread (Threads * R = 32 * 128).
+template <int Threads>
+__global__ void __launch_bounds__(Threads) quantize_block2d(params p) {
+  constexpr int groups = Threads / 32, R = 128 / groups;
+  const int cq = threadIdx.x % 32, rg = threadIdx.x / 32;
   const std::int64_t br = blockIdx.y, bc = blockIdx.x;
   const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
   const bool aligned = (p.cols & 3) == 0;
-  float v[k_rows_per_thread][4];
+  float v[R][4];
   float amax = 0.f;
 #pragma unroll
-  for (int i = 0; i < k_rows_per_thread; ++i) {
-    const std::int64_t lr = r8 + 8 * i;
+  for (int i = 0; i < R; ++i) {
+    const std::int64_t lr = rg + groups * i;
     const std::int64_t row = row0 + lr;
     const bool row_ok = lr < p.block_rows && row < p.rows;
     const float* src = p.x + row * p.cols + c0;
@@ -354,27 +448,79 @@ __global__ void __launch_bounds__(256) quantize_block2d(params p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) v[i][j] = row_ok && c0 + j < p.cols ? src[j] : 0.f;
     }
+  }
+#pragma unroll
+  for (int i = 0; i < R; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       if (is_finite_f(v[i][j])) amax = fmaxf(amax, std::fabs(v[i][j]));
-  }
-  __shared__ float red[256];
-  red[threadIdx.x] = amax;
-  __syncthreads();
-  for (int s = 128; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const codec::scale_value s = symmetric_scale(p, red[0]);
-  if (threadIdx.x == 0) store_scale_code(p, br * p.nb_cols + bc, s.code);
+  amax = block_max<Threads>(amax);
+  std::uint32_t scode = 0;
+  const block_coder b = make_coder<quant_kind::m_block2d, quant_elem::m_e4m3>(p, amax, 1.f, 0.f, scode);
+  if (threadIdx.x == 0) store_scale_code(p, br * p.nb_cols + bc, scode);
 #pragma unroll
-  for (int i = 0; i < k_rows_per_thread; ++i) {
-    const std::int64_t lr = r8 + 8 * i;
+  for (int i = 0; i < R; ++i) {
+    const std::int64_t lr = rg + groups * i;
     const std::int64_t row = row0 + lr;
     if (lr >= p.block_rows || row >= p.rows || c0 >= p.cols) continue;
     std::uint32_t c[4];
-    encode4_div(p, v[i], s.value, c);
+    encode4<quant_kind::m_block2d, quant_elem::m_e4m3>(p, b, v[i], c);
     store_codes4(p, row, c0, c, aligned);
+  }
+}
+
+// The same tiles in two passes: the amax pass streams the tile (4 rows in flight per thread),
+// the coding pass reads it again, mostly from L2 (a tile is 64 KiB). Few registers, so many
+// tiles in flight per SM.
+__global__ void __launch_bounds__(256, 4) quantize_block2d_two_pass(params p) {
+  constexpr int groups = 8, R = 16, U = 4;
+  const int cq = threadIdx.x % 32, rg = threadIdx.x / 32;
+  const std::int64_t br = blockIdx.y, bc = blockIdx.x;
+  const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
+  const bool aligned = (p.cols & 3) == 0;
+  const auto load = [&](int i, float (&o)[4]) {
+    const std::int64_t lr = rg + groups * i;
+    const std::int64_t row = row0 + lr;
+    const bool row_ok = lr < p.block_rows && row < p.rows;
+    const float* src = p.x + row * p.cols + c0;
+    if (row_ok && aligned && c0 < p.cols) {
+      const float4 q = *reinterpret_cast<const float4*>(src);
+      o[0] = q.x; o[1] = q.y; o[2] = q.z; o[3] = q.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) o[j] = row_ok && c0 + j < p.cols ? src[j] : 0.f;
+    }
+  };
+  float amax = 0.f;
+#pragma unroll 1
+  for (int i0 = 0; i0 < R; i0 += U) {
+    float v[U][4];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load(i0 + u, v[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (is_finite_f(v[u][j])) amax = fmaxf(amax, std::fabs(v[u][j]));
+  }
+  amax = block_max<256>(amax);
+  std::uint32_t scode = 0;
+  const block_coder b = make_coder<quant_kind::m_block2d, quant_elem::m_e4m3>(p, amax, 1.f, 0.f, scode);
+  if (threadIdx.x == 0) store_scale_code(p, br * p.nb_cols + bc, scode);
+#pragma unroll 1
+  for (int i0 = 0; i0 < R; i0 += U) {
+    float v[U][4];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load(i0 + u, v[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t lr = rg + groups * (i0 + u);
+      const std::int64_t row = row0 + lr;
+      if (lr >= p.block_rows || row >= p.rows || c0 >= p.cols) continue;
+      std::uint32_t c[4];
+      encode4<quant_kind::m_block2d, quant_elem::m_e4m3>(p, b, v[u], c);
+      store_codes4(p, row, c0, c, aligned);
+    }
   }
 }
 
