@@ -54,23 +54,9 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
       out.gates.push_back(evaluate_gate(b, r.growth.slope, out.case_id));
       continue;
     }
-    // The worst point for this bound; a point that could not measure it is the worst of all.
-    const bool lower = b.op == bound_op::m_le || b.op == bound_op::m_lt;
-    std::optional<double> worst;
-    std::string worst_case = out.case_id;
-    for (const auto& p : r.points) {
-      const auto m = p.metric(b.metric);
-      if (!m || std::isnan(*m)) {
-        worst.reset();
-        worst_case = p.case_id;
-        break;
-      }
-      if (!worst || (lower ? *m > *worst : *m < *worst)) {
-        worst = *m;
-        worst_case = p.case_id;
-      }
-    }
-    out.gates.push_back(evaluate_gate(b, worst, worst_case));
+    out.gates.push_back(worst_point_gate(
+        b, r.points, [](const auto& p, const std::string& m) { return p.metric(m); },
+        [](const auto& p) { return p.case_id; }, out.case_id));
   }
 
   // Curves: error against length on log-log axes with the key-tile boundaries and bound lines.

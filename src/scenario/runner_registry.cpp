@@ -9,6 +9,7 @@ const std::vector<check_runner>& check_runners() {
       drift_runner(),
       quant_runner(),
       bisect_runner(),
+      softmax_runner(),
   };
   return runners;
 }
