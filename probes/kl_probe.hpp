@@ -2,9 +2,12 @@
 // The kl probe: how far a candidate model's next-token distributions moved from a base
 // model's, position by position. Two [N, V] tensors of logits or log-probs (.npy or
 // .safetensors; f32, f16, bf16 or f64; leading dimensions flatten into N) are streamed in row
-// blocks from their memory maps, compared with metrics::compare_row on worker threads, and
-// summarized with metrics::summarize. Memory: the per-row results (N of them) plus, per
-// thread, a few V-length double buffers; the files' pages are released as the pass moves on.
+// blocks from their memory maps (read-ahead requested two blocks ahead, pages released behind),
+// compared with metrics::compare_row_checked on worker threads (f32/f64 rows in place, other
+// dtypes widened to double per row), and summarized with metrics::summarize. Each row's result
+// is independent of the thread that computed it, so any --threads gives the same report.
+// Memory: the per-row results (N of them), per thread a few V-length buffers, and the resident
+// window of the mappings (a block per thread plus read-ahead).
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -24,7 +27,7 @@ struct kl_probe_options {
   std::size_t worst = 10;
   std::vector<bound> bounds;
   unsigned threads = 0;  // 0: hardware concurrency
-  std::int64_t block_rows = 64;
+  std::int64_t block_rows = 0;  // rows per work item; 0: about 8 MiB of each file
   // Called with (rows done, rows total) after each row block, from a worker thread under a lock.
   std::function<void(std::int64_t, std::int64_t)> progress;
 };

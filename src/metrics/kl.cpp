@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
+
+#include "src/metrics/fast_exp.hpp"
 
 namespace numprobe::metrics {
 namespace {
@@ -52,41 +55,224 @@ void top_k(std::span<const double> x, int k, std::vector<std::int64_t>& out) {
   }
 }
 
-kl_row compare_row(std::span<const double> base, std::span<const double> cand, int topk,
-                   std::int64_t token, kl_scratch& s) {
-  const std::size_t v = base.size();
-  s.lp.resize(v);
-  s.lq.resize(v);
-  log_softmax(base, s.lp);
-  log_softmax(cand, s.lq);
-  kl_row r;
-  neumaier kl;
-  for (std::size_t i = 0; i < v; ++i) {
-    const double p = std::exp(s.lp[i]);
-    if (p != 0.0) kl.add(p * (s.lp[i] - s.lq[i]));  // p log p -> 0 as p -> 0
+namespace {
+
+using fast_exp::exp_neg;
+
+// Inserts index i (value xi) into the best-first list `top` of at most kk entries, exactly as
+// top_k does: i is larger than every index already seen, so on a tie it ranks last.
+template <class T>
+void top_insert(const T* x, std::size_t i, std::size_t kk, std::vector<std::int64_t>& top) {
+  const auto ii = static_cast<std::int64_t>(i);
+  if (top.size() == kk && !(x[i] > x[top.back()])) return;
+  if (top.size() == kk) top.pop_back();
+  auto pos = top.end();
+  while (pos != top.begin() && x[i] > x[*(pos - 1)]) --pos;
+  top.insert(pos, ii);
+}
+
+// Pass 1 over a row: the kk best indices (top[0] is the first index of the maximum) and
+// whether every value is finite. Vectorised: a chunk whose values are all <= the current
+// k-th best cannot enter the list, so only chunks with a larger value are looked at one by
+// one (on logits, a handful per row after the first few thousand entries).
+template <class T>
+bool scan_row(const T* x, std::size_t v, std::size_t kk, std::vector<std::int64_t>& top) {
+  top.clear();
+  std::size_t i = 0;
+  bool finite = true;
+#if NUMPROBE_FAST_EXP_AVX2
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr std::size_t chunk = 32;
+    __m256 bad = _mm256_setzero_ps();  // stays 0 unless x - x is NaN (x infinite or NaN)
+    for (; i + chunk <= v; i += chunk) {
+      const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8),
+                   c = _mm256_loadu_ps(x + i + 16), d = _mm256_loadu_ps(x + i + 24);
+      bad = _mm256_add_ps(bad, _mm256_sub_ps(a, a));
+      bad = _mm256_add_ps(bad, _mm256_sub_ps(b, b));
+      bad = _mm256_add_ps(bad, _mm256_sub_ps(c, c));
+      bad = _mm256_add_ps(bad, _mm256_sub_ps(d, d));
+      if (top.size() == kk) {
+        const __m256 thr = _mm256_set1_ps(x[top.back()]);
+        const __m256 m = _mm256_max_ps(_mm256_max_ps(a, b), _mm256_max_ps(c, d));
+        if (_mm256_movemask_ps(_mm256_cmp_ps(m, thr, _CMP_GT_OQ)) == 0) continue;
+      }
+      for (std::size_t j = i; j < i + chunk; ++j) top_insert(x, j, kk, top);
+    }
+    finite = _mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) == 0;
+  } else {
+    constexpr std::size_t chunk = 16;
+    __m256d bad = _mm256_setzero_pd();
+    for (; i + chunk <= v; i += chunk) {
+      const __m256d a = _mm256_loadu_pd(x + i), b = _mm256_loadu_pd(x + i + 4),
+                    c = _mm256_loadu_pd(x + i + 8), d = _mm256_loadu_pd(x + i + 12);
+      bad = _mm256_add_pd(bad, _mm256_sub_pd(a, a));
+      bad = _mm256_add_pd(bad, _mm256_sub_pd(b, b));
+      bad = _mm256_add_pd(bad, _mm256_sub_pd(c, c));
+      bad = _mm256_add_pd(bad, _mm256_sub_pd(d, d));
+      if (top.size() == kk) {
+        const __m256d thr = _mm256_set1_pd(x[top.back()]);
+        const __m256d m = _mm256_max_pd(_mm256_max_pd(a, b), _mm256_max_pd(c, d));
+        if (_mm256_movemask_pd(_mm256_cmp_pd(m, thr, _CMP_GT_OQ)) == 0) continue;
+      }
+      for (std::size_t j = i; j < i + chunk; ++j) top_insert(x, j, kk, top);
+    }
+    finite = _mm256_movemask_pd(_mm256_cmp_pd(bad, bad, _CMP_UNORD_Q)) == 0;
   }
-  r.kld = kl.value();
-  r.top_base = std::max_element(base.begin(), base.end()) - base.begin();
-  r.top_cand = std::max_element(cand.begin(), cand.end()) - cand.begin();
-  r.p_base_top = std::exp(s.lp[static_cast<std::size_t>(r.top_base)]);
-  r.q_base_top = std::exp(s.lq[static_cast<std::size_t>(r.top_base)]);
+#endif
+  for (; i < v; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    top_insert(x, i, kk, top);
+  }
+  return finite;
+}
+
+// Sums of a row pair after pass 1, each a compensated sum:
+//   sx = sum exp(a_i), sy = sum exp(b_i), t = sum exp(a_i) (a_i - b_i),
+// with a_i = x_i - max x, b_i = y_i - max y (exact for f32 data: two floats' difference fits
+// a double unless their exponents are > 29 apart).
+struct row_sums {
+  double sx = 0, sy = 0, t = 0;
+};
+
+#if NUMPROBE_FAST_EXP_AVX2
+template <class T>
+__m256d load4(const T* p) {
+  if constexpr (std::is_same_v<T, float>) return _mm256_cvtps_pd(_mm_loadu_ps(p));
+  else return _mm256_loadu_pd(p);
+}
+
+// Vector Neumaier step, lane by lane: the same operations as neumaier::add.
+void vadd(__m256d& s, __m256d& c, __m256d x) {
+  const __m256d t = _mm256_add_pd(s, x);
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  const __m256d ge = _mm256_cmp_pd(_mm256_andnot_pd(sign, s), _mm256_andnot_pd(sign, x), _CMP_GE_OQ);
+  const __m256d big = _mm256_blendv_pd(x, s, ge), small = _mm256_blendv_pd(s, x, ge);
+  c = _mm256_add_pd(c, _mm256_add_pd(_mm256_sub_pd(big, t), small));
+  s = t;
+}
+
+void lanes_into(neumaier& acc, __m256d s, __m256d c) {
+  alignas(32) double a[4], b[4];
+  _mm256_store_pd(a, s);
+  _mm256_store_pd(b, c);
+  for (int i = 0; i < 4; ++i) acc.add(a[i]);
+  for (int i = 0; i < 4; ++i) acc.add(b[i]);
+}
+#endif
+
+// Pass 2, fused: both exponentials and all three sums in one sweep over the two rows (still
+// in cache after pass 1). Blocks of 16 terms per lane are summed plainly and then added into
+// per-lane Neumaier sums, so each sum's relative error is <= ~19u of the sum of |terms|
+// (16 + 1 plain additions, plus Neumaier's 2u) whatever the row length.
+template <class T>
+row_sums sum_row(const T* x, const T* y, std::size_t v, double mx, double my) {
+  neumaier sx, sy, st;
+  std::size_t i = 0;
+#if NUMPROBE_FAST_EXP_AVX2
+  {
+    const __m256d vmx = _mm256_set1_pd(mx), vmy = _mm256_set1_pd(my), zero = _mm256_setzero_pd();
+    __m256d SX = zero, CX = zero, SY = zero, CY = zero, ST = zero, CT = zero;
+    constexpr std::size_t step = 8, block = 16 * step;
+    while (i + step <= v) {
+      __m256d bx0 = zero, bx1 = zero, by0 = zero, by1 = zero, bt0 = zero, bt1 = zero;
+      const std::size_t stop = std::min(v - v % step, i + block);
+      for (; i < stop; i += step) {
+        const __m256d a0 = _mm256_sub_pd(load4(x + i), vmx), a1 = _mm256_sub_pd(load4(x + i + 4), vmx);
+        const __m256d b0 = _mm256_sub_pd(load4(y + i), vmy), b1 = _mm256_sub_pd(load4(y + i + 4), vmy);
+        const __m256d ea0 = exp_neg(a0), ea1 = exp_neg(a1);
+        const __m256d eb0 = exp_neg(b0), eb1 = exp_neg(b1);
+        bx0 = _mm256_add_pd(bx0, ea0);
+        bx1 = _mm256_add_pd(bx1, ea1);
+        by0 = _mm256_add_pd(by0, eb0);
+        by1 = _mm256_add_pd(by1, eb1);
+        __m256d d0 = _mm256_sub_pd(a0, b0), d1 = _mm256_sub_pd(a1, b1);
+        if constexpr (!std::is_same_v<T, float>) {
+          // p = 0 contributes 0 even where a - b is infinite (f64 logits that overflowed in
+          // x - max x); f32 data cannot overflow a double difference.
+          d0 = _mm256_and_pd(d0, _mm256_cmp_pd(ea0, zero, _CMP_NEQ_OQ));
+          d1 = _mm256_and_pd(d1, _mm256_cmp_pd(ea1, zero, _CMP_NEQ_OQ));
+        }
+        // Explicit FMA (not left to contraction) so f32 and f64 rows round the same way.
+        bt0 = _mm256_fmadd_pd(ea0, d0, bt0);
+        bt1 = _mm256_fmadd_pd(ea1, d1, bt1);
+      }
+      vadd(SX, CX, _mm256_add_pd(bx0, bx1));
+      vadd(SY, CY, _mm256_add_pd(by0, by1));
+      vadd(ST, CT, _mm256_add_pd(bt0, bt1));
+    }
+    lanes_into(sx, SX, CX);
+    lanes_into(sy, SY, CY);
+    lanes_into(st, ST, CT);
+  }
+#endif
+  for (; i < v; ++i) {
+    const double a = static_cast<double>(x[i]) - mx, b = static_cast<double>(y[i]) - my;
+    const double ea = exp_neg(a), eb = exp_neg(b);
+    sx.add(ea);
+    sy.add(eb);
+    // fma(p, d, 0) is the rounded product, spelled so no compiler contracts it into the sum.
+    if (ea != 0.0) st.add(std::fma(ea, a - b, 0.0));
+  }
+  return {sx.value(), sy.value(), st.value()};
+}
+
+template <class T>
+bool compare_impl(const T* x, const T* y, std::size_t v, int topk, std::int64_t token,
+                  kl_scratch& s, kl_row& r) {
+  r = kl_row{};
+  const std::size_t kk = std::max<std::size_t>(1, std::min<std::size_t>(std::max(topk, 0), v));
+  const bool fx = scan_row(x, v, kk, s.top_a);
+  const bool fy = scan_row(y, v, kk, s.top_b);
+  if (!fx || !fy) {
+    r.kld = std::numeric_limits<double>::quiet_NaN();
+    return false;
+  }
+  r.top_base = s.top_a.front();
+  r.top_cand = s.top_b.front();
+  const double mx = static_cast<double>(x[r.top_base]), my = static_cast<double>(y[r.top_cand]);
+  const auto sums = sum_row(x, y, v, mx, my);
+  // KL = sum p_i (log p_i - log q_i) with p_i = e^{a_i} / sx, log p_i = a_i - log sx, and the
+  // same for q: KL = t / sx - log sx + log sy. log(sy / sx) keeps identical rows at exactly 0.
+  r.kld = sums.t / sums.sx + std::log(sums.sy / sums.sx);
+  // The base top token has a = 0: p = 1 / sx.
+  r.p_base_top = 1.0 / sums.sx;
+  r.q_base_top = std::exp(static_cast<double>(y[r.top_base]) - my) / sums.sy;
   if (topk > 0) {
-    top_k(base, topk, s.top_a);
-    top_k(cand, topk, s.top_b);
     std::sort(s.top_a.begin(), s.top_a.end());
     std::sort(s.top_b.begin(), s.top_b.end());
-    std::vector<std::int64_t> both;
-    std::set_intersection(s.top_a.begin(), s.top_a.end(), s.top_b.begin(), s.top_b.end(),
-                          std::back_inserter(both));
-    r.topk_overlap = s.top_a.empty() ? 0.0
-                                     : static_cast<double>(both.size()) /
-                                           static_cast<double>(s.top_a.size());
+    std::size_t both = 0;
+    for (std::size_t i = 0, j = 0; i < s.top_a.size() && j < s.top_b.size();) {
+      if (s.top_a[i] < s.top_b[j]) ++i;
+      else if (s.top_b[j] < s.top_a[i]) ++j;
+      else ++both, ++i, ++j;
+    }
+    r.topk_overlap = static_cast<double>(both) / static_cast<double>(s.top_a.size());
   }
   if (token >= 0 && static_cast<std::size_t>(token) < v) {
-    r.nll_base = -s.lp[static_cast<std::size_t>(token)];
-    r.nll_cand = -s.lq[static_cast<std::size_t>(token)];
+    const auto t = static_cast<std::size_t>(token);
+    r.nll_base = std::log(sums.sx) - (static_cast<double>(x[t]) - mx);
+    r.nll_cand = std::log(sums.sy) - (static_cast<double>(y[t]) - my);
   }
+  return true;
+}
+
+}  // namespace
+
+kl_row compare_row(std::span<const double> base, std::span<const double> cand, int topk,
+                   std::int64_t token, kl_scratch& s) {
+  kl_row r;
+  (void)compare_impl(base.data(), cand.data(), base.size(), topk, token, s, r);
   return r;
+}
+
+bool compare_row_checked(std::span<const double> base, std::span<const double> cand, int topk,
+                         std::int64_t token, kl_scratch& s, kl_row& out) {
+  return compare_impl(base.data(), cand.data(), base.size(), topk, token, s, out);
+}
+
+bool compare_row_checked(std::span<const float> base, std::span<const float> cand, int topk,
+                         std::int64_t token, kl_scratch& s, kl_row& out) {
+  return compare_impl(base.data(), cand.data(), base.size(), topk, token, s, out);
 }
 
 double percentile(std::vector<double>& v, double q) {

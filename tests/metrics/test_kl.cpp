@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -39,6 +41,7 @@ void make_rows(std::uint64_t seed, std::int64_t r, std::vector<double>& b, std::
 
 struct naive_row {
   double kld, p_top, q_top;
+  double scale;  // sum p (|log p| + |log q|): the size the KL's rounding errors scale with
   std::int64_t top_b, top_c;
   double overlap;
 };
@@ -58,6 +61,7 @@ naive_row naive(const std::vector<double>& b, const std::vector<double>& c, int 
   for (std::size_t i = 0; i < b.size(); ++i) {
     const double p = std::exp(lp[i]);
     if (p > 0) r.kld += p * (lp[i] - lq[i]);
+    if (p > 0) r.scale += p * (std::fabs(lp[i]) + std::fabs(lq[i]));
   }
   r.top_b = std::max_element(b.begin(), b.end()) - b.begin();
   r.top_c = std::max_element(c.begin(), c.end()) - c.begin();
@@ -85,6 +89,13 @@ double nearest_rank(std::vector<double> v, double q) {
   return v[k - 1];
 }
 
+// Rounding bound for one row's KL: the naive reference sums k_v terms plainly (error <= k_v u
+// times the sum of |terms|, and each log p carries u |log p|); compare_row's compensated sums
+// add ~19u and its exp < 1 ulp. (k_v + 64) u * scale covers both with margin.
+double kl_tol(const naive_row& y) {
+  return (k_v + 64) * 0x1p-53 * (y.scale + 1.0);
+}
+
 TEST(kl_metrics, rows_and_summary_match_the_naive_formulas) {
   const std::int64_t n = 1000;
   const int k = 10;
@@ -92,17 +103,20 @@ TEST(kl_metrics, rows_and_summary_match_the_naive_formulas) {
   std::vector<kl_row> rows;
   std::vector<naive_row> ref;
   std::vector<double> b, c;
+  double row_tol = 0;  // the largest per-row KL bound: percentiles of values each within it
   for (std::int64_t r = 0; r < n; ++r) {
     make_rows(42, r, b, c);
     rows.push_back(compare_row(b, c, k, -1, s));
     ref.push_back(naive(b, c, k));
     const auto& x = rows.back();
     const auto& y = ref.back();
-    ASSERT_NEAR(x.kld, y.kld, 1e-9 * std::max(1.0, std::fabs(y.kld))) << "row " << r;
+    ASSERT_NEAR(x.kld, y.kld, kl_tol(y)) << "row " << r;
+    row_tol = std::max(row_tol, kl_tol(y));
     ASSERT_EQ(x.top_base, y.top_b) << "row " << r;
     ASSERT_EQ(x.top_cand, y.top_c) << "row " << r;
-    ASSERT_NEAR(x.p_base_top, y.p_top, 1e-10) << "row " << r;
-    ASSERT_NEAR(x.q_base_top, y.q_top, 1e-10) << "row " << r;
+    // p = exp(log p): relative error (|log p| + k_v) u at most on both sides.
+    ASSERT_NEAR(x.p_base_top, y.p_top, (k_v + 64) * 0x1p-53 * (1.0 + y.scale)) << "row " << r;
+    ASSERT_NEAR(x.q_base_top, y.q_top, (k_v + 64) * 0x1p-53 * (1.0 + y.scale)) << "row " << r;
     ASSERT_DOUBLE_EQ(x.topk_overlap, y.overlap) << "row " << r;
     if (r % 5 == 1 && r % 11 != 2) {
       EXPECT_EQ(x.top_base, 17) << "a tie goes to the first index";
@@ -124,14 +138,15 @@ TEST(kl_metrics, rows_and_summary_match_the_naive_formulas) {
   double var = 0;
   for (double x : kl) var += (x - mean) * (x - mean);
   const double se = std::sqrt(var / (n * (n - 1.0)));
-  const double tol = 1e-9 * std::max(1.0, mean);
+  // Order statistics move by at most the per-row bound; the mean adds n u of its own sum.
+  const double tol = row_tol + n * 0x1p-53 * std::max(1.0, mean);
   EXPECT_NEAR(sum.kld.mean, mean, tol);
   EXPECT_NEAR(sum.kld.stderr_, se, 1e-9 * std::max(1.0, se));
   EXPECT_NEAR(sum.kld.median, nearest_rank(kl, 0.5), tol);
   EXPECT_NEAR(sum.kld.p90, nearest_rank(kl, 0.9), tol);
   EXPECT_NEAR(sum.kld.p99, nearest_rank(kl, 0.99), tol);
   EXPECT_NEAR(sum.kld.p999, nearest_rank(kl, 0.999), tol);
-  EXPECT_NEAR(sum.kld.max, *std::max_element(kl.begin(), kl.end()), 1e-9 * sum.kld.max);
+  EXPECT_NEAR(sum.kld.max, *std::max_element(kl.begin(), kl.end()), row_tol);
   EXPECT_DOUBLE_EQ(sum.top1_agreement, same / n);
   EXPECT_NEAR(sum.top1_stderr, std::sqrt((same / n) * (1 - same / n) / (n - 1.0)), 1e-15);
   EXPECT_NEAR(sum.delta_p.mean, dmean, 1e-10);
@@ -147,7 +162,7 @@ TEST(kl_metrics, rows_and_summary_match_the_naive_formulas) {
   ASSERT_EQ(sum.worst.size(), 5u);
   std::vector<double> sorted = kl;
   std::sort(sorted.rbegin(), sorted.rend());
-  for (std::size_t i = 0; i < 5; ++i) EXPECT_NEAR(sum.worst[i].kld, sorted[i], 1e-9 * sorted[i]);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_NEAR(sum.worst[i].kld, sorted[i], row_tol);
 }
 
 TEST(kl_metrics, identical_rows_have_zero_kl_and_full_agreement) {
@@ -200,3 +215,72 @@ TEST(kl_metrics, percentile_is_nearest_rank) {
 }
 
 }  // namespace
+
+namespace {
+
+// Rows long enough to cross compare_row's vector chunks (32 floats, 16 doubles), its summing
+// blocks (128 terms) and a ragged tail, with f32-range extremes.
+void make_f32_rows(std::int64_t r, std::size_t v, std::vector<float>& b, std::vector<float>& c) {
+  b.resize(v);
+  c.resize(v);
+  const double spread = r % 4 == 0 ? 3e37 : r % 4 == 1 ? 1e4 : 3.0;
+  for (std::size_t i = 0; i < v; ++i) {
+    b[i] = static_cast<float>(spread * numprobe::normal_at(77, 1, r * 100000 + i));
+    c[i] = static_cast<float>(b[i] + 0.2 * numprobe::normal_at(77, 2, r * 100000 + i));
+  }
+  if (r % 3 == 0) c[v - 1] = b[v / 2] = 3.0e38f;  // top-1 at the tail / middle
+  if (r % 5 == 2) b[5] = b[v - 2] = c[5] = c[v - 2] = 3.3e38f;  // a tie in each row
+}
+
+}  // namespace
+
+TEST(kl_metrics, f32_rows_in_place_equal_the_widened_rows_and_the_naive_kl) {
+  kl_scratch s1, s2;
+  std::vector<float> bf, cf;
+  for (std::int64_t r = 0; r < 40; ++r) {
+    const std::size_t v = 1 + static_cast<std::size_t>(r * 977 % 4099);  // 1 ... 4099, ragged
+    make_f32_rows(r, v, bf, cf);
+    const std::vector<double> bd(bf.begin(), bf.end()), cd(cf.begin(), cf.end());
+    kl_row a, d;
+    ASSERT_TRUE(numprobe::metrics::compare_row_checked(std::span<const float>(bf),
+                                                       std::span<const float>(cf), 7,
+                                                       static_cast<std::int64_t>(v / 3), s1, a));
+    ASSERT_TRUE(numprobe::metrics::compare_row_checked(std::span<const double>(bd),
+                                                       std::span<const double>(cd), 7,
+                                                       static_cast<std::int64_t>(v / 3), s2, d));
+    // Exactly the same arithmetic on the same values: bit-identical.
+    EXPECT_EQ(std::memcmp(&a.kld, &d.kld, 8), 0) << "row " << r;
+    EXPECT_EQ(a.top_base, d.top_base);
+    EXPECT_EQ(a.top_cand, d.top_cand);
+    EXPECT_EQ(a.p_base_top, d.p_base_top);
+    EXPECT_EQ(a.q_base_top, d.q_base_top);
+    EXPECT_EQ(a.topk_overlap, d.topk_overlap);
+    EXPECT_EQ(a.nll_base, d.nll_base);
+    EXPECT_EQ(a.nll_cand, d.nll_cand);
+    const auto y = naive(bd, cd, static_cast<int>(std::min<std::size_t>(7, v)));
+    // The naive sums have v terms here: v u instead of k_v u.
+    const double tol = (static_cast<double>(v) + 64) * 0x1p-53 * (y.scale + 1.0);
+    EXPECT_NEAR(a.kld, y.kld, tol) << "row " << r << " v " << v;
+    EXPECT_EQ(a.top_base, y.top_b) << "row " << r;
+    EXPECT_EQ(a.top_cand, y.top_c) << "row " << r;
+    EXPECT_EQ(a.topk_overlap, y.overlap) << "row " << r;
+  }
+}
+
+TEST(kl_metrics, non_finite_rows_are_reported_not_compared) {
+  kl_scratch s;
+  std::vector<float> bf, cf;
+  make_f32_rows(2, 1000, bf, cf);
+  for (std::size_t pos : {0u, 17u, 500u, 999u}) {
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+      auto c = cf;
+      c[pos] = bad;
+      kl_row r;
+      EXPECT_FALSE(numprobe::metrics::compare_row_checked(std::span<const float>(bf),
+                                                          std::span<const float>(c), 5, -1, s, r))
+          << "pos " << pos;
+      EXPECT_TRUE(std::isnan(r.kld));
+    }
+  }
+}

@@ -7,7 +7,7 @@
 //
 // Conventions (each one is what the tests check):
 // - Rows are logits or log-probabilities; both go through a stable log-softmax in double
-//   (row max subtracted, Neumaier-compensated sum of exp), which leaves log-probs unchanged.
+//   (row max subtracted, compensated sum of exp), which leaves log-probs unchanged.
 // - KL(base || cand) = sum_i p_i (log p_i - log q_i), a compensated sum; not clamped at 0, so
 //   rounding shows as tiny negative values rather than being hidden.
 // - top-1 is the lowest index among the row maxima (std::max_element, numpy.argmax), so two
@@ -44,8 +44,24 @@ struct kl_scratch {
 };
 
 // Compares one row pair (equal, non-zero lengths, finite values). `token` < 0: no token.
+// Two passes over the rows: (1) the top-k lists (top[0] is the row maximum) and a finiteness
+// check; (2) one fused sweep computing sx = sum e^{a_i}, sy = sum e^{b_i} and
+// t = sum e^{a_i} (a_i - b_i) (a = x - max x, b = y - max y; exp by src/metrics/fast_exp.hpp,
+// < 1 ulp), each sum compensated; then KL = t / sx + log(sy / sx), p(top) = 1 / sx. This is
+// the same KL as sum p (log p - log q), rearranged; tests/metrics/test_kl.cpp checks it against
+// the textbook formula within a stated rounding bound.
 [[nodiscard]] kl_row compare_row(std::span<const double> base, std::span<const double> cand,
                                  int topk, std::int64_t token, kl_scratch& scratch);
+
+// The same, reporting non-finite input: false (and out.kld NaN) when either row holds a NaN
+// or infinity. The float overload reads f32 rows in place (every float is exactly a double,
+// so it gives bit for bit what the double overload gives on the widened rows).
+[[nodiscard]] bool compare_row_checked(std::span<const double> base, std::span<const double> cand,
+                                       int topk, std::int64_t token, kl_scratch& scratch,
+                                       kl_row& out);
+[[nodiscard]] bool compare_row_checked(std::span<const float> base, std::span<const float> cand,
+                                       int topk, std::int64_t token, kl_scratch& scratch,
+                                       kl_row& out);
 
 // Indices of the k largest values (ties: lower index first), largest first.
 void top_k(std::span<const double> x, int k, std::vector<std::int64_t>& out);
