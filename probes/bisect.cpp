@@ -48,6 +48,31 @@ bisect_result run_bisect(const bisect_options& o) {
   const std::int64_t mult = std::lcm<std::int64_t>(128, tile);
   const std::int64_t ld = round_up(std::max({r.length.first_failing, 16 * tile, std::int64_t{1024}}), mult);
   r.discrimination_length = ld;
+
+  // FP8 cases: restore each quantization point to high precision, alone and in sets, on the
+  // case under test (full heads: outlier channels and scale groups depend on them) at the
+  // discrimination length, or at the first failing length if it passes there. When the
+  // restoration of some points removes the failure, every later stage runs with them restored:
+  // the fp8 points are explained, and the families look for other bugs in the rest of the kernel
+  // (fp8 P, for one, breaks the exactness that the constant-V probe relies on).
+  if (!active_fp8_points(ctx.base_provider()).empty()) {
+    attention_case c = base;
+    c.seq = ld;
+    auto before = measure(ctx, "fp8", c, ctx.base_provider(), fmt::format("the case under test at S={}", ld));
+    if (!before.failed && ld != r.length.first_failing) {
+      c.seq = r.length.first_failing;
+      before = measure(ctx, "fp8", c, ctx.base_provider(),
+                       fmt::format("the case under test at its first failing length S={}", c.seq));
+    }
+    r.fp8 = separate_fp8_points(ctx, c, before);
+    if (r.fp8.ran && !r.fp8.culprit.empty() && r.fp8.verdict != "ambiguous") {
+      ctx.rebase(restore_fp8_points(ctx.base_provider(), r.fp8.culprit));
+      r.fp8.rest_restored = true;
+    }
+  } else {
+    r.fp8.reason = "the case quantizes no fp8 point";
+  }
+
   r.families = run_families(ctx, base, ld, tile);
 
   // 3. The case under test itself at that length (small heads), for precision and mechanism.
@@ -62,7 +87,7 @@ bisect_result run_bisect(const bisect_options& o) {
   auto family = [&](input_dist d) {
     attention_case c = reduced_case(base);
     c.seq = ld;
-    c.queries = 0;
+    c.queries = ctx.decode() ? std::clamp<std::int64_t>(base.queries, 1, 8) : 0;
     c.dist = d;
     c.mask = mask_kind::m_none;
     c.window = 0;
@@ -74,6 +99,23 @@ bisect_result run_bisect(const bisect_options& o) {
   if (r.families.diffuse.failed) cands.push_back({family(input_dist::m_diffuse), r.families.diffuse});
   r.precision = bisect_precision(ctx, cands);
 
+  // 4c. Split-KV decode: the single-split check and the split/page sweeps, on the failing case.
+  if (ctx.decode()) {
+    attention_case c = reduced_case(base);
+    c.seq = ld;
+    probe_outcome before = own_out;
+    if (!before.failed) {
+      c = base;
+      c.seq = r.length.first_failing;
+      before = measure(ctx, "decode", c, ctx.base_provider(),
+                       fmt::format("the case under test at its first failing length S={}", c.seq));
+    }
+    r.decode = run_decode_checks(ctx, c, before, ctx.tiles().k, r.families);
+    if (r.decode.single_split.ran) r.mechanisms.push_back(r.decode.single_split);
+  } else {
+    r.decode.reason = "the case does not run as split-KV decode";
+  }
+
   // 5. Disable the mechanism: one key tile, on a failing case short enough to be one tile.
   {
     std::vector<std::pair<attention_case, std::string>> tries{{own, "case under test"}};
@@ -84,7 +126,7 @@ bisect_result run_bisect(const bisect_options& o) {
                                   fmt::format("{} at S={} (baseline of the one-key-tile check)", label, c.seq));
       if (!before.failed || before.nan) continue;
       r.mechanisms.push_back(check_one_key_tile(ctx, c, before.error));
-      r.mechanisms.push_back(check_forced_rescale(ctx, c, before.error));
+      if (!ctx.decode()) r.mechanisms.push_back(check_forced_rescale(ctx, c, before.error));
       break;
     }
   }
@@ -104,6 +146,8 @@ bisect_result run_bisect(const bisect_options& o) {
   in.precision = &r.precision;
   in.mechanisms = &r.mechanisms;
   in.state_knobs = ctx.state_knobs();
+  in.fp8 = &r.fp8;
+  in.decode = &r.decode;
   // Evidence from the contrast without the upgrade counts as well; the upgraded re-run only adds.
   const bool plain_rescale = r.families.rescale_stress.failed && !r.families.max_first.failed;
   if (refix && !plain_rescale) {

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "probes/bisect_classify.hpp"
+#include "probes/bisect_decode.hpp"
+#include "probes/bisect_fp8.hpp"
 
 namespace numprobe::probes {
 
@@ -33,6 +35,8 @@ struct bisect_result {
   family_evidence families;
   precision_result precision;
   std::vector<mechanism_check> mechanisms;
+  fp8_points_result fp8;
+  decode_checks decode;   // split-KV decode cases: single split, split/page sweeps  // fp8 cases: which quantization point breaks the bound
   std::vector<class_finding> classes;
   std::string classification = "no failure";
   std::vector<std::string> candidates;  // supported classes

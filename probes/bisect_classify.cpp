@@ -1,5 +1,6 @@
 #include "probes/bisect_classify.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -57,6 +58,18 @@ std::vector<class_finding> classify(const classification_inputs& in) {
               .push_back(fmt::format("{} {} the error ({:.3g} -> {:.3g})", m.name,
                                      m.removes ? "removes" : "does not remove", m.before, m.after));
         }
+    if (in.decode && in.decode->ran) {
+      const auto& Dc = *in.decode;
+      if (Dc.single_split.ran)
+        (Dc.single_split.removes ? f.evidence_for : f.evidence_against)
+            .push_back(fmt::format("one split (no merge) {} the error ({:.3g} -> {:.3g})",
+                                   Dc.single_split.removes ? "removes" : "does not remove", Dc.single_split.before,
+                                   Dc.single_split.after));
+      if (Dc.merge_fault == "lse-base2-merge" || Dc.merge_fault == "merge") {
+        sup = true;
+        f.evidence_for.push_back(Dc.text);
+      }
+    }
     settle(f, sup);
     out.push_back(f);
   }
@@ -78,6 +91,18 @@ std::vector<class_finding> classify(const classification_inputs& in) {
       } else {
         f.evidence_against.push_back("upgrading every state (q,k,v,s,p,m,l,o) to f64 does not remove the failure");
       }
+    }
+    // The fp8 MMA accumulator: promoting it to fp32 after every key tile removes the failure.
+    if (in.fp8 && in.fp8->ran) {
+      const auto& X = *in.fp8;
+      const bool acc = std::find(X.culprit.begin(), X.culprit.end(), "acc") != X.culprit.end();
+      for (const auto& x : X.restorations)
+        if (x.points.size() == 1 && x.points.front() == "acc") {
+          (acc ? f.evidence_for : f.evidence_against)
+              .push_back(fmt::format("fp8 accumulator promoted every key tile: {} against {}", err(x.outcome),
+                                     err(X.before)));
+        }
+      if (acc && X.verdict != "ambiguous") sup = true;
     }
     if (F.diffuse.failed && !F.diffuse.nan) {
       const bool grows = F.diffuse_slope > 0.5;
@@ -133,10 +158,15 @@ std::vector<class_finding> classify(const classification_inputs& in) {
                                              err(m.kernel_mask), err(m.explicit_ranges)));
       }
     }
-    if (!sup)
-      f.evidence_against.push_back("T=3 under both causal alignments and windows W-1, W, W+1 match the same "
-                                   "key sets given explicitly");
-    settle(f, sup);
+    if (F.masks.empty()) {
+      f.verdict = "not tested";
+      f.evidence_against.push_back("decode takes masks none and causal only: no mask-geometry probe");
+    } else {
+      if (!sup)
+        f.evidence_against.push_back("T=3 under both causal alignments and windows W-1, W, W+1 match the same "
+                                     "key sets given explicitly");
+      settle(f, sup);
+    }
     out.push_back(f);
   }
 
@@ -155,6 +185,7 @@ std::vector<class_finding> classify(const classification_inputs& in) {
         sup = true;
         f.evidence_for.push_back(fmt::format("{}: {} (rows with an all-masked key tile)", m.label, err(m.kernel_mask)));
       }
+    if (sup && in.decode && in.decode->merge_fault == "merge-nan-empty") f.evidence_for.push_back(in.decode->text);
     if (!sup) f.evidence_against.push_back("no NaN/Inf in fully masked rows or at window edges");
     if (L.found && !L.fails_at_lowest && sup)
       f.evidence_against.push_back(fmt::format("the case under test fails from S={} on (this class does not "
@@ -172,7 +203,16 @@ std::vector<class_finding> classify(const classification_inputs& in) {
     else
       f.evidence_against.push_back(fmt::format("k*B-1, k*B, k*B+1 (B={}) do not separate passing from failing",
                                                L.tile));
-    settle(f, L.tile_aligned);
+    bool sup = L.tile_aligned;
+    if (in.decode && in.decode->ran) {
+      const auto& Dc = *in.decode;
+      if (Dc.merge_fault == "split-tail-drop") {
+        sup = true;
+        f.evidence_for.push_back(Dc.text);
+      }
+      if (Dc.page_dependent) f.evidence_for.push_back("the failure depends on the page size");
+    }
+    settle(f, sup);
     out.push_back(f);
   }
 
@@ -204,7 +244,33 @@ std::vector<class_finding> classify(const classification_inputs& in) {
     out.push_back(f);
   }
 
-  for (const char* name : {"fp8 scaling", "sub-byte formats", "wavefront width"}) {
+  // FP8 scaling: restoring K/V to the input dtype, or P unquantized, removes the failure
+  // (an ignored or badly laid out cache scale, P quantized without its pre-scale).
+  if (in.fp8 && in.fp8->ran) {
+    const auto& X = *in.fp8;
+    auto f = finding("fp8 scaling");
+    bool sup = false;
+    for (const auto& x : X.restorations) {
+      if (x.points.size() != 1 || x.points.front() == "acc") continue;
+      const bool named = std::find(X.culprit.begin(), X.culprit.end(), x.points.front()) != X.culprit.end();
+      (named ? f.evidence_for : f.evidence_against)
+          .push_back(fmt::format("{} restored: {} against {}", x.points.front() == "kv" ? "K/V cache" : "P",
+                                 err(x.outcome), err(X.before)));
+      if (named && X.verdict != "ambiguous") sup = true;
+    }
+    if (X.verdict == "all") {
+      for (const auto& p : X.culprit)
+        if (p != "acc") sup = true;
+      f.evidence_for.push_back(X.text);
+    }
+    settle(f, sup);
+    out.push_back(f);
+  } else {
+    class_finding f{"fp8 scaling", "not tested", {}, {}};
+    f.evidence_against.push_back("the case quantizes no fp8 point (kv-format, p-format, acc-promote)");
+    out.push_back(f);
+  }
+  for (const char* name : {"sub-byte formats", "wavefront width"}) {
     class_finding f{name, "not tested", {}, {}};
     f.evidence_against.push_back("bisect has no probe for this class yet (use quant / GPU comparisons)");
     out.push_back(f);

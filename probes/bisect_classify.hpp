@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "probes/bisect_decode.hpp"
 #include "probes/bisect_families.hpp"
+#include "probes/bisect_fp8.hpp"
 #include "probes/bisect_length.hpp"
 #include "probes/bisect_precision.hpp"
 
@@ -29,6 +31,8 @@ struct classification_inputs {
   const probe_outcome* max_first_fixed = nullptr;
   const std::vector<mechanism_check>* mechanisms = nullptr;
   bool state_knobs = false;
+  const fp8_points_result* fp8 = nullptr;
+  const decode_checks* decode = nullptr;  // split-KV decode checks  // fp8 quantization-point separation
 };
 
 [[nodiscard]] std::vector<class_finding> classify(const classification_inputs& in);

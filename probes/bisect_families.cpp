@@ -12,11 +12,16 @@ std::string pass_fail(const probe_outcome& o) {
   return o.failed ? "fails" : "passes";
 }
 
+// Decode kernels take T = 1..8 queries: family cases keep the case's T there (else T = S).
+std::int64_t family_queries(const attention_case& base, bool decode) {
+  return decode ? std::clamp<std::int64_t>(base.queries, 1, 8) : 0;
+}
+
 attention_case family_case(const attention_case& base, std::int64_t length, input_dist d,
-                           mask_kind m) {
+                           mask_kind m, bool decode = false) {
   attention_case c = reduced_case(base);
   c.seq = length;
-  c.queries = 0;
+  c.queries = family_queries(base, decode);
   c.dist = d;
   c.mask = m;
   c.window = 0;
@@ -81,26 +86,27 @@ family_evidence run_families(bisect_context& ctx, const attention_case& base, st
   e.length = length;
   e.tile = tile > 0 ? tile : 64;
   const auto& po = ctx.base_provider();
+  const bool dec = ctx.decode();
   const std::string at = fmt::format("S={}, small heads", length);
   auto run = [&](const attention_case& c, const std::string& what) {
     return measure(ctx, "family", c, po, fmt::format("{} ({})", what, at));
   };
 
   // Control: plain N(0,1) inputs, no mask, T = S.
-  e.normal = run(family_case(base, length, input_dist::m_normal, mask_kind::m_none), "dist=normal, mask=none");
+  e.normal = run(family_case(base, length, input_dist::m_normal, mask_kind::m_none, dec), "dist=normal, mask=none");
 
   // Rescale or merge frame: a max that rises on every key tile against one set by the first key.
-  e.rescale_stress = run(family_case(base, length, input_dist::m_rescale_stress, mask_kind::m_none),
+  e.rescale_stress = run(family_case(base, length, input_dist::m_rescale_stress, mask_kind::m_none, dec),
                          "dist=rescale-stress, mask=none");
-  e.max_first = run(family_case(base, length, input_dist::m_max_first, mask_kind::m_none),
+  e.max_first = run(family_case(base, length, input_dist::m_max_first, mask_kind::m_none, dec),
                     "dist=max-first, mask=none");
 
   // Low-precision accumulation: near-uniform attention, long running sums.
-  e.diffuse = run(family_case(base, length, input_dist::m_diffuse, mask_kind::m_none),
+  e.diffuse = run(family_case(base, length, input_dist::m_diffuse, mask_kind::m_none, dec),
                   "dist=diffuse, mask=none");
   if (e.diffuse.failed && !e.diffuse.nan) {
     for (std::int64_t s = std::max<std::int64_t>(length / 8, e.tile); s < length; s *= 2) {
-      const auto o = measure(ctx, "family", family_case(base, s, input_dist::m_diffuse, mask_kind::m_none),
+      const auto o = measure(ctx, "family", family_case(base, s, input_dist::m_diffuse, mask_kind::m_none, dec),
                              po, fmt::format("dist=diffuse, mask=none, S={} (growth)", s));
       e.diffuse_lengths.push_back(s);
       e.diffuse_errors.push_back(o.rel_rms);
@@ -113,7 +119,7 @@ family_evidence run_families(bisect_context& ctx, const attention_case& base, st
 
   // GQA mapping: a distinct constant V per KV head, with group size 2 and 1.
   {
-    attention_case g = family_case(base, length, input_dist::m_constant_v, mask_kind::m_none);
+    attention_case g = family_case(base, length, input_dist::m_constant_v, mask_kind::m_none, dec);
     g.heads = 4;
     g.kv_heads = 2;
     e.constant_v_grouped = run(g, "dist=constant-v, Hq=4, Hkv=2");
@@ -124,13 +130,21 @@ family_evidence run_families(bisect_context& ctx, const attention_case& base, st
 
   // Finite sentinel: whole rows of logits shifted to -1e3 ... -1e6.
   for (double sh : {-1e3, -1e4, -1e5, -1e6}) {
-    attention_case c = family_case(base, length, input_dist::m_shifted, mask_kind::m_none);
+    attention_case c = family_case(base, length, input_dist::m_shifted, mask_kind::m_none, dec);
     c.logit_shift = sh;
     e.shifts.push_back({sh, run(c, fmt::format("dist=shifted, shift={:g}", sh))});
   }
 
   // Mask geometry: T != S under both causal alignments, window edges W-1, W, W+1; each against
   // the same key sets given as explicit ranges.
+  if (dec) {
+    // Decode: no window or top-left masks, no explicit ranges. Rows with no visible key: T = 8
+    // queries over S = 5 keys, bottom-right causal (rows 0..2 see none, so every split is empty).
+    attention_case c = family_case(base, 5, input_dist::m_normal, mask_kind::m_causal, dec);
+    c.queries = 8;
+    e.masked_rows = run(c, "T=8 > S=5, mask=causal (rows whose every split is empty)");
+    return e;
+  }
   auto mask_probe = [&](attention_case c, const std::string& label) {
     mask_pair m;
     m.label = label;

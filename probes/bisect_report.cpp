@@ -37,6 +37,63 @@ const char* state_meaning(const std::string& s) {
   return "input";
 }
 
+nlohmann::json outcome_json(const probe_outcome& o) {
+  return {{"gate_value", json_number(o.error)}, {"rel_rms", json_number(o.rel_rms)},
+          {"ratio_to_naive", json_number(o.ratio)}, {"nan_inf", o.nan}, {"failed", o.failed}, {"step", o.step}};
+}
+
+nlohmann::json fp8_points_json(const fp8_points_result& x) {
+  nlohmann::json j = {{"ran", x.ran}, {"reason", x.reason}, {"active", x.active}};
+  if (!x.ran) return j;
+  j["case"] = x.case_id;
+  j["seq"] = x.seq;
+  j["before"] = outcome_json(x.before);
+  nlohmann::json rs = nlohmann::json::array();
+  for (const auto& e : x.restorations) {
+    auto o = outcome_json(e.outcome);
+    o["restored"] = e.points;
+    o["change"] = e.change;
+    o["removes_failure"] = e.removes;
+    rs.push_back(o);
+  }
+  j["restorations"] = rs;
+  j["verdict"] = x.verdict;
+  j["culprit"] = x.culprit;
+  j["text"] = x.text;
+  j["later_stages_restored"] = x.rest_restored;
+  return j;
+}
+
+nlohmann::json decode_json(const decode_checks& d) {
+  nlohmann::json j = {{"ran", d.ran}, {"reason", d.reason}};
+  if (!d.ran) return j;
+  auto sweep = [](const std::vector<decode_sweep_point>& v, const char* key) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& p : v) {
+      auto o = outcome_json(p.outcome);
+      o[key] = p.value;
+      a.push_back(o);
+    }
+    return a;
+  };
+  j["case"] = d.case_id;
+  j["seq"] = d.seq;
+  j["splits"] = d.splits;
+  j["page_size"] = d.page_size;
+  j["single_split"] = {{"ran", d.single_split.ran}, {"removes_error", d.single_split.removes},
+                       {"before", json_number(d.single_split.before)}, {"after", json_number(d.single_split.after)},
+                       {"note", d.single_split.note}};
+  j["split_sweep"] = sweep(d.split_sweep, "splits");
+  j["page_sweep"] = sweep(d.page_sweep, "page_size");
+  j["page_edges"] = sweep(d.page_edges, "seq");
+  j["split_dependent"] = d.split_dependent;
+  j["page_dependent"] = d.page_dependent;
+  j["all_empty_nan"] = d.all_empty_nan;
+  j["merge_fault"] = d.merge_fault.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.merge_fault);
+  j["text"] = d.text;
+  return j;
+}
+
 }  // namespace
 
 std::string culprit_text(const bisect_result& r) {
@@ -47,6 +104,9 @@ std::string culprit_text(const bisect_result& r) {
     return fmt::format("state {} held in too low a precision: upgrading it to f64 removes the failure",
                        join(parts, ", "));
   }
+  if (r.fp8.ran && !r.fp8.culprit.empty() && r.fp8.verdict != "ambiguous") return r.fp8.text;
+  if (r.decode.ran && !r.decode.merge_fault.empty())
+    return fmt::format("decode {}: {}", r.decode.merge_fault, r.decode.text);
   if (r.classification != "unclassified" && r.classification != "ambiguous")
     return fmt::format("mechanism: {}", r.classification);
   return "not localized to one state or mechanism";
@@ -76,6 +136,10 @@ nlohmann::json to_json(const bisect_result& r, bool with_seconds) {
   j["candidates"] = r.candidates;
   if (!r.precision.culprit.empty())
     j["culprit"] = {{"kind", "state"}, {"states", r.precision.culprit}, {"text", culprit_text(r)}};
+  else if (r.failure_found && r.fp8.ran && !r.fp8.culprit.empty() && r.fp8.verdict != "ambiguous")
+    j["culprit"] = {{"kind", "fp8_point"}, {"points", r.fp8.culprit}, {"text", culprit_text(r)}};
+  else if (r.failure_found && r.decode.ran && !r.decode.merge_fault.empty())
+    j["culprit"] = {{"kind", "decode_merge"}, {"fault", r.decode.merge_fault}, {"text", culprit_text(r)}};
   else if (r.failure_found && r.candidates.size() == 1)
     j["culprit"] = {{"kind", "mechanism"}, {"class", r.candidates.front()}, {"text", culprit_text(r)}};
   else
@@ -108,6 +172,8 @@ nlohmann::json to_json(const bisect_result& r, bool with_seconds) {
     mech.push_back({{"check", m.name}, {"ran", m.ran}, {"removes_error", m.removes},
                     {"before", json_number(m.before)}, {"after", json_number(m.after)}, {"note", m.note}});
   j["mechanisms"] = mech;
+  j["fp8_points"] = fp8_points_json(r.fp8);
+  j["decode"] = decode_json(r.decode);
   nlohmann::json trace = nlohmann::json::array();
   for (const auto& s : r.trace) trace.push_back(to_json(s, with_seconds));
   j["trace"] = trace;
@@ -141,6 +207,29 @@ std::string to_markdown(const bisect_result& r) {
     for (const auto& c : r.classes)
       md += fmt::format("| {} | {} | {} | {} |\n", c.name, c.verdict, md_escape(join(c.evidence_for, "; ")),
                         md_escape(join(c.evidence_against, "; ")));
+    md += "\n";
+  }
+  if (r.fp8.ran) {
+    md += fmt::format("## FP8 quantization points\n\n`{}` at S={}: {} (verdict {}).\n\n| restored | rel_rms | "
+                      "ratio | NaN | removes the failure |\n|---|---|---|---|---|\n| (none) | {} | {} | {} | - |\n",
+                      r.fp8.case_id, r.fp8.seq, r.fp8.text, r.fp8.verdict, num(r.fp8.before.rel_rms),
+                      num(r.fp8.before.ratio), r.fp8.before.nan);
+    for (const auto& e : r.fp8.restorations)
+      md += fmt::format("| {} | {} | {} | {} | {} |\n", join(e.points, "+"), num(e.outcome.rel_rms),
+                        num(e.outcome.ratio), e.outcome.nan, e.removes ? "yes" : "no");
+    md += "\n";
+  }
+  if (r.decode.ran) {
+    md += fmt::format("## Split-KV decode\n\n`{}` at S={}: {}\n\n| check | value | rel_rms | NaN | result |\n"
+                      "|---|---|---|---|---|\n", r.decode.case_id, r.decode.seq, r.decode.text);
+    auto rows = [&](const std::vector<decode_sweep_point>& v, const char* what) {
+      for (const auto& p : v)
+        md += fmt::format("| {} | {} | {} | {} | {} |\n", what, p.value, num(p.outcome.rel_rms), p.outcome.nan,
+                          p.outcome.failed ? "FAIL" : "pass");
+    };
+    rows(r.decode.split_sweep, "splits");
+    rows(r.decode.page_sweep, "page size");
+    rows(r.decode.page_edges, "length");
     md += "\n";
   }
   if (!r.precision.curve_lengths.empty()) {

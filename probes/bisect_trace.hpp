@@ -48,6 +48,9 @@ class bisect_context {
   }
 
   [[nodiscard]] const provider_options& base_provider() const { return m_base; }
+  // Later stages run on `po` instead (bisect: after the fp8 points that explain the failure are
+  // restored). Tiles and knobs are read from it from then on.
+  void rebase(provider_options po) { m_base = std::move(po); }
   [[nodiscard]] const std::vector<bound>& bounds() const { return m_bounds; }
   [[nodiscard]] const std::vector<bisect_step>& trace() const { return m_trace; }
   [[nodiscard]] std::vector<bisect_step>& trace() { return m_trace; }
@@ -57,6 +60,9 @@ class bisect_context {
   [[nodiscard]] nlohmann::json provider_metadata();
   // Whether the backend exposes its state dtypes and tiles (the emulator).
   [[nodiscard]] bool state_knobs() const { return m_base.backend == "emu"; }
+  // Whether the case runs as split-KV decode (knob `decode`: T = 1..8 queries, masks none or
+  // causal): family probes keep the case's T and skip masks decode does not take.
+  [[nodiscard]] bool decode() const { return m_base.knobs.count("decode") > 0; }
 
   std::function<void(const bisect_step&)> on_step;
 

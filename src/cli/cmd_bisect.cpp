@@ -55,6 +55,31 @@ void print_bisect(const probes::bisect_result& r) {
         fmt::print("  S={:<7} {} -> {}\n", r.precision.curve_lengths[i], sci(r.precision.curve_before[i]),
                    sci(r.precision.curve_after[i]));
     }
+    if (r.fp8.ran) {
+      fmt::print("\nfp8 quantization points at S={} (as configured: {}):\n", r.fp8.seq,
+                 r.fp8.before.nan ? fmt::format("NaN/Inf x{}", r.fp8.before.nan) : sci(r.fp8.before.rel_rms));
+      for (const auto& e : r.fp8.restorations) {
+        std::string pts;
+        for (const auto& p : e.points) pts += (pts.empty() ? "" : "+") + p;
+        fmt::print("  {:<10} restored: rel_rms {} {}\n", pts, sci(e.outcome.rel_rms),
+                   e.removes ? "-> failure removed" : "-> still fails");
+      }
+      fmt::print("  verdict {}: {}\n", r.fp8.verdict, r.fp8.text);
+      if (r.fp8.rest_restored) fmt::print("  (the later stages ran with these points restored)\n");
+    }
+    if (r.decode.ran) {
+      fmt::print("\nsplit-KV decode at S={}:\n", r.decode.seq);
+      auto line = [](const char* what, const std::vector<probes::decode_sweep_point>& v) {
+        fmt::print("  {:<10}", what);
+        for (const auto& p : v)
+          fmt::print(" {}:{}", p.value, p.outcome.nan ? "NaN" : p.outcome.failed ? "FAIL" : "pass");
+        fmt::print("\n");
+      };
+      line("splits", r.decode.split_sweep);
+      line("page size", r.decode.page_sweep);
+      line("length", r.decode.page_edges);
+      fmt::print("  {}\n", r.decode.text);
+    }
     std::string cands;
     for (const auto& c : r.candidates) cands += (cands.empty() ? "" : "; ") + c;
     fmt::print("\nclassification     {}{}\n", r.classification,
