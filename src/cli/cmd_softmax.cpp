@@ -106,7 +106,7 @@ void print_sweep(const probes::softmax_sweep& s) {
 void setup_softmax(CLI::App& app) {
   auto f = std::make_shared<softmax_flags>();
   auto* sub = app.add_subcommand("softmax", "one long-row softmax/LSE case vs the reference (or a sweep over --vocab A..B)");
-  sub->add_option("--backend", f->backend, "ref|emu")->capture_default_str();
+  sub->add_option("--backend", f->backend, "ref|emu|cuda")->capture_default_str();
   sub->add_option("--vocab", f->vocab, "entries per row N, or A..B to sweep the row length")->capture_default_str();
   sub->add_option("--rows", f->rows, "rows (positions)")->capture_default_str();
   sub->add_option("--chunk", f->chunk, "emu: entries per loop iteration of the looped kernel")->capture_default_str();

@@ -5,9 +5,15 @@
 #include <fmt/format.h>
 #include <memory>
 
+#include <cstring>
+
 #include "numprobe/core/error.hpp"
+#include "numprobe/formats/format.hpp"
 #include "numprobe/kernel_abi.h"
 #include "src/providers/provider.hpp"
+#if NUMPROBE_HAVE_CUDA
+#include "src/kernels/gpu/gpu_api.hpp"
+#endif
 
 namespace numprobe {
 namespace {
@@ -61,6 +67,60 @@ numprobe_tensor dense(void* data, int dtype, std::initializer_list<std::int64_t>
   return t;
 }
 
+std::size_t dtype_bytes(int d) {
+  switch (d) {
+    case NUMPROBE_DTYPE_F64: return 8;
+    case NUMPROBE_DTYPE_F32: return 4;
+    default: return 2;  // bf16, f16
+  }
+}
+
+// One host buffer of an ABI dtype (f64, f32, bf16, f16): filled from doubles exactly
+// representable in it, or poisoned (NaN) for an output; read back as doubles.
+class host_tensor {
+ public:
+  host_tensor(int dtype, std::span<const double> x) : m_dtype(dtype), m_bytes(x.size() * dtype_bytes(dtype)) {
+    for (std::size_t i = 0; i < x.size(); ++i) set(i, x[i]);
+  }
+  host_tensor(int dtype, std::size_t n) : m_dtype(dtype), m_bytes(n * dtype_bytes(dtype)) {
+    for (std::size_t i = 0; i < n; ++i) set(i, std::nan(""));
+  }
+  [[nodiscard]] void* data() { return m_bytes.data(); }
+  [[nodiscard]] std::size_t bytes() const { return m_bytes.size(); }
+  [[nodiscard]] double at(std::size_t i) const {
+    switch (m_dtype) {
+      case NUMPROBE_DTYPE_F64: return load<double>(i);
+      case NUMPROBE_DTYPE_F32: return static_cast<double>(load<float>(i));
+      case NUMPROBE_DTYPE_BF16: return formats::decode(formats::format_id::m_bf16, load<std::uint16_t>(i));
+      default: return formats::decode(formats::format_id::m_f16, load<std::uint16_t>(i));
+    }
+  }
+
+ private:
+  template <class U>
+  U load(std::size_t i) const {
+    U u;
+    std::memcpy(&u, m_bytes.data() + i * sizeof(U), sizeof(U));
+    return u;
+  }
+  template <class U>
+  void store(std::size_t i, U u) {
+    std::memcpy(m_bytes.data() + i * sizeof(U), &u, sizeof(U));
+  }
+  void set(std::size_t i, double x) {
+    switch (m_dtype) {
+      case NUMPROBE_DTYPE_F64: return store<double>(i, x);
+      case NUMPROBE_DTYPE_F32: return store<float>(i, static_cast<float>(x));
+      case NUMPROBE_DTYPE_BF16:
+        return store<std::uint16_t>(i, static_cast<std::uint16_t>(formats::encode(formats::format_id::m_bf16, x)));
+      default:
+        return store<std::uint16_t>(i, static_cast<std::uint16_t>(formats::encode(formats::format_id::m_f16, x)));
+    }
+  }
+  int m_dtype;
+  std::vector<unsigned char> m_bytes;
+};
+
 class plugin_provider final : public attention_provider {
  public:
   explicit plugin_provider(const provider_options& o) : m_device(o.device) {
@@ -70,6 +130,10 @@ class plugin_provider final : public attention_provider {
     m_path = o.backend.substr(colon + 1);
     if (!o.faults.empty()) throw_input_error("--inject", "a plugin backend has no injectable faults");
     if (!o.states.empty()) throw_input_error("--state", "a plugin backend has no state dtypes");
+    if (!o.knobs.empty())
+      throw_input_error("--" + o.knobs.begin()->first,
+                        "a plugin backend runs numprobe_attention_forward; the serving knobs "
+                        "(--decode, --splits, --kv-format, ...) are not passed to plugins");
     dlerror();
     m_handle = ::dlopen(m_path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!m_handle) {
@@ -86,6 +150,9 @@ class plugin_provider final : public attention_provider {
   }
 
   ~plugin_provider() override {
+#if NUMPROBE_HAVE_CUDA
+    if (m_dm && m_stream) m_dm->destroy_stream(m_stream);
+#endif
     if (m_handle) ::dlclose(m_handle);
   }
 
@@ -99,24 +166,32 @@ class plugin_provider final : public attention_provider {
   attention_output run(const attention_inputs& in, std::span<const std::int64_t> rows) override {
     const attention_case& c = in.c();
     const char* fn = "numprobe_attention_forward";
-    // Buffers: f64 cases in f64, every other case in f32 holding values exact in the case's
-    // dtype (every format numprobe generates is a subset of f32), unless the plugin asks for
-    // f64 only.
+    // Input buffers: the case's own dtype when it is bf16/f16 and the plugin takes it (stored
+    // as is, as a GPU kernel reads it); else f64 for f64 cases, f32 for every other case (values
+    // exact in the case's dtype: every format numprobe generates is a subset of f32), or f64
+    // when the plugin takes f64 only.
     const bool f64_case = c.dtype == formats::format_id::m_f64;
+    const int native = c.dtype == formats::format_id::m_bf16  ? NUMPROBE_DTYPE_BF16
+                       : c.dtype == formats::format_id::m_f16 ? NUMPROBE_DTYPE_F16
+                                                              : -1;
     int in_dtype = f64_case ? NUMPROBE_DTYPE_F64 : NUMPROBE_DTYPE_F32;
-    if (!(m_caps.input_dtypes & (1u << in_dtype))) {
+    if (native >= 0 && (m_caps.input_dtypes & (1u << native))) {
+      in_dtype = native;
+    } else if (!(m_caps.input_dtypes & (1u << in_dtype))) {
       if (!f64_case && (m_caps.input_dtypes & (1u << NUMPROBE_DTYPE_F64))) in_dtype = NUMPROBE_DTYPE_F64;
       else
         unsupported(fn, fmt::format("inputs in {} (case dtype {}); the plugin accepts {}",
                                     dtype_name(in_dtype), formats::name(c.dtype),
                                     dtype_list(m_caps.input_dtypes)));
     }
+    // Output: f32, else f64, else the case's own 16-bit dtype (a kernel writing its input dtype).
     int out_dtype = NUMPROBE_DTYPE_F32;
     if (!(m_caps.output_dtypes & (1u << out_dtype))) {
       if (m_caps.output_dtypes & (1u << NUMPROBE_DTYPE_F64)) out_dtype = NUMPROBE_DTYPE_F64;
+      else if (native >= 0 && (m_caps.output_dtypes & (1u << native))) out_dtype = native;
       else
-        unsupported(fn, fmt::format("outputs in f32 or f64; the plugin writes {}",
-                                    dtype_list(m_caps.output_dtypes)));
+        unsupported(fn, fmt::format("outputs in f32, f64 or the case dtype {}; the plugin writes {}",
+                                    formats::name(c.dtype), dtype_list(m_caps.output_dtypes)));
     }
     const numprobe_mask mask = abi_mask(c.mask);
     if (mask < 0 || !(m_caps.masks & (1u << mask)))
@@ -129,27 +204,12 @@ class plugin_provider final : public attention_provider {
 
     const std::int64_t bt = c.batch * c.t(), bs = c.batch * c.seq;
     const std::vector<double> q = in.q_all();
-    std::vector<float> qf, kf, vf, of, lsef;
-    std::vector<double> qd, kd, vd, od;
-    void *qp, *kp, *vp, *op;
-    if (in_dtype == NUMPROBE_DTYPE_F64) {
-      qd = q;
-      kd.assign(in.k().begin(), in.k().end());
-      vd.assign(in.v().begin(), in.v().end());
-      qp = qd.data(), kp = kd.data(), vp = vd.data();
-    } else {
-      qf.assign(q.begin(), q.end());
-      kf.assign(in.k().begin(), in.k().end());
-      vf.assign(in.v().begin(), in.v().end());
-      qp = qf.data(), kp = kf.data(), vp = vf.data();
-    }
+    host_tensor qh(in_dtype, q), kh(in_dtype, in.k()), vh(in_dtype, in.v());
     const auto o_elems = static_cast<std::size_t>(bt * c.heads * c.head_dim);
     // Poisoned: an element the plugin does not write reads NaN, never a plausible value.
-    if (out_dtype == NUMPROBE_DTYPE_F64) od.assign(o_elems, std::nan(""));
-    else of.assign(o_elems, std::nanf(""));
-    op = out_dtype == NUMPROBE_DTYPE_F64 ? static_cast<void*>(od.data()) : static_cast<void*>(of.data());
+    host_tensor oh(out_dtype, o_elems);
     const bool want_lse = m_caps.features & NUMPROBE_FEATURE_LSE;
-    if (want_lse) lsef.assign(static_cast<std::size_t>(bt * c.heads), std::nanf(""));
+    std::vector<float> lsef(want_lse ? static_cast<std::size_t>(bt * c.heads) : 0, std::nanf(""));
 
     numprobe_attention_params p{};
     p.struct_size = sizeof(p);
@@ -164,15 +224,20 @@ class plugin_provider final : public attention_provider {
     p.mask = mask;
     p.window = c.window;
     p.case_dtype = in_dtype;
-    p.q = dense(qp, in_dtype, {bt, c.heads, c.head_dim});
-    p.k = dense(kp, in_dtype, {bs, c.kv_heads, c.head_dim});
-    p.v = dense(vp, in_dtype, {bs, c.kv_heads, c.head_dim});
-    p.o = dense(op, out_dtype, {bt, c.heads, c.head_dim});
+    p.q = dense(qh.data(), in_dtype, {bt, c.heads, c.head_dim});
+    p.k = dense(kh.data(), in_dtype, {bs, c.kv_heads, c.head_dim});
+    p.v = dense(vh.data(), in_dtype, {bs, c.kv_heads, c.head_dim});
+    p.o = dense(oh.data(), out_dtype, {bt, c.heads, c.head_dim});
     p.lse = dense(want_lse ? lsef.data() : nullptr, NUMPROBE_DTYPE_F32, {bt, c.heads});
-    p.memory = NUMPROBE_MEMORY_HOST;
+    p.memory = m_caps.memory;
     p.device = m_device;
     p.stream = nullptr;
-    const int status = m_forward(&p);
+    int status = NUMPROBE_STATUS_OK;
+    if (m_caps.memory == NUMPROBE_MEMORY_HOST) {
+      status = m_forward(&p);
+    } else {
+      status = run_on_device(p, {&qh, &kh, &vh}, oh, lsef);
+    }
     if (status != NUMPROBE_STATUS_OK) {
       const char* msg = m_last_error ? m_last_error() : nullptr;
       throw_backend_error(place(fn), fmt::format("returned status {} for case {}{}", status, c.id(),
@@ -184,9 +249,7 @@ class plugin_provider final : public attention_provider {
     const auto hq = static_cast<std::size_t>(c.heads);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto r = static_cast<std::size_t>(rows[i]);
-      for (std::size_t e = 0; e < row_elems; ++e)
-        out.o[i * row_elems + e] = out_dtype == NUMPROBE_DTYPE_F64 ? od[r * row_elems + e]
-                                                                   : static_cast<double>(of[r * row_elems + e]);
+      for (std::size_t e = 0; e < row_elems; ++e) out.o[i * row_elems + e] = oh.at(r * row_elems + e);
       if (want_lse)
         for (std::size_t h = 0; h < hq; ++h) out.lse[i * hq + h] = lsef[r * hq + h];
     }
@@ -200,7 +263,9 @@ class plugin_provider final : public attention_provider {
             {"abi_version", m_caps.abi_version},
             {"input_dtypes", dtype_list(m_caps.input_dtypes)},
             {"output_dtypes", dtype_list(m_caps.output_dtypes)},
-            {"memory", m_caps.memory == NUMPROBE_MEMORY_HOST ? "host" : "device"}};
+            {"memory", m_caps.memory == NUMPROBE_MEMORY_HOST ? "host" : "cuda"},
+            {"tile_q", m_caps.tile_q},
+            {"tile_k", m_caps.tile_k}};
   }
 
  private:
@@ -249,15 +314,83 @@ class plugin_provider final : public attention_provider {
       (void)symbol<numprobe_attention_decode_fn>("numprobe_attention_decode", true);
     if (m_caps.ops & NUMPROBE_OP_QUANTIZE)
       (void)symbol<numprobe_quantize_fn>("numprobe_quantize", true);
-    if (m_caps.memory != NUMPROBE_MEMORY_HOST)
+    if (m_caps.memory == NUMPROBE_MEMORY_CUDA) {
+#if NUMPROBE_HAVE_CUDA
+      m_dm = &gpu::cuda_device_memory_api();
+      if (m_dm->device_count() == 0)
+        throw_backend_error(place("numprobe_kernel_capabilities"),
+                            "the plugin wants CUDA device memory and no CUDA device is visible");
+      m_stream = m_dm->create_stream(m_device);
+#else
       throw_backend_error(place("numprobe_kernel_capabilities"),
-                          "the plugin wants device memory; this numprobe passes host pointers "
-                          "only (device plugins arrive with the GPU providers)");
+                          "the plugin wants CUDA device memory; no CUDA backend compiled into "
+                          "this numprobe");
+#endif
+    } else if (m_caps.memory != NUMPROBE_MEMORY_HOST) {
+      throw_backend_error(place("numprobe_kernel_capabilities"),
+                          fmt::format("the plugin wants {} memory; this numprobe passes host or "
+                                      "CUDA device pointers only",
+                                      m_caps.memory == NUMPROBE_MEMORY_HIP ? "HIP device"
+                                                                           : fmt::format("memory#{}", m_caps.memory)));
+    }
     if (m_caps.tile_q > 0 && m_caps.tile_k > 0) m_tiles = {m_caps.tile_q, m_caps.tile_k};
+  }
+
+  // Device-memory plugins: numprobe allocates device buffers, copies the inputs, poisons the
+  // outputs, passes device pointers and its own stream, synchronises that stream, reads back.
+  int run_on_device(numprobe_attention_params& p, std::initializer_list<host_tensor*> inputs,
+                    host_tensor& o, std::vector<float>& lse) {
+#if NUMPROBE_HAVE_CUDA
+    struct device_buffer {
+      const gpu::device_memory_api* dm;
+      void* ptr;
+      device_buffer(const gpu::device_memory_api* d, int dev, std::size_t n) : dm(d), ptr(d->alloc(dev, n)) {}
+      device_buffer(const device_buffer&) = delete;
+      device_buffer& operator=(const device_buffer&) = delete;
+      ~device_buffer() { dm->release(ptr); }
+    };
+    std::vector<std::unique_ptr<device_buffer>> bufs;
+    numprobe_tensor* in_t[] = {&p.q, &p.k, &p.v};
+    int i = 0;
+    for (host_tensor* h : inputs) {
+      bufs.push_back(std::make_unique<device_buffer>(m_dm, m_device, h->bytes()));
+      m_dm->copy_to_device(bufs.back()->ptr, h->data(), h->bytes());
+      in_t[i++]->data = bufs.back()->ptr;
+    }
+    device_buffer od(m_dm, m_device, o.bytes());
+    m_dm->fill(od.ptr, 0xFF, o.bytes());  // NaN in f32/f16/bf16 (and f64)
+    p.o.data = od.ptr;
+    std::unique_ptr<device_buffer> ld;
+    if (!lse.empty()) {
+      ld = std::make_unique<device_buffer>(m_dm, m_device, lse.size() * sizeof(float));
+      m_dm->fill(ld->ptr, 0xFF, lse.size() * sizeof(float));
+      p.lse.data = ld->ptr;
+    }
+    p.stream = m_stream;
+    const int status = m_forward(&p);
+    try {
+      m_dm->synchronize(m_stream);
+    } catch (const error& e) {
+      throw_backend_error(place("numprobe_attention_forward"),
+                          fmt::format("the plugin's work on numprobe's stream failed: {}", e.what()));
+    }
+    if (status == NUMPROBE_STATUS_OK) {
+      m_dm->copy_to_host(o.data(), od.ptr, o.bytes());
+      if (ld) m_dm->copy_to_host(lse.data(), ld->ptr, lse.size() * sizeof(float));
+    }
+    return status;
+#else
+    (void)p, (void)inputs, (void)o, (void)lse;
+    throw_backend_error(place(), "no CUDA backend compiled");
+#endif
   }
 
   std::string m_path;
   int m_device = 0;
+#if NUMPROBE_HAVE_CUDA
+  const gpu::device_memory_api* m_dm = nullptr;
+#endif
+  void* m_stream = nullptr;
   void* m_handle = nullptr;
   numprobe_capabilities m_caps{};
   numprobe_attention_forward_fn m_forward = nullptr;

@@ -200,3 +200,67 @@ struct decode_api {
 [[nodiscard]] const decode_api& hip_decode_api();
 
 }  // namespace numprobe::gpu
+
+#include <cstddef>
+
+namespace numprobe::gpu {
+
+// ------------------------------------------------------------------ device memory (issue 8)
+// What the plugin provider needs to run a device-memory plugin (NUMPROBE_MEMORY_CUDA / _HIP):
+// allocate on the selected device, copy in and out, poison, a stream of numprobe's own, and a
+// checked synchronisation. Behind this table so that src/providers stays host-compiler-only
+// (src/kernels/gpu/device_memory.cu). Every function throws a backend error (exit 3) naming the
+// failing runtime call.
+struct device_memory_api {
+  const char* vendor;
+  int (*device_count)();  // 0 (never throws) without a device or driver
+  void* (*alloc)(int device, std::size_t bytes);
+  void (*release)(void* p) noexcept;
+  void (*copy_to_device)(void* dst, const void* src, std::size_t bytes);
+  void (*copy_to_host)(void* dst, const void* src, std::size_t bytes);
+  void (*fill)(void* p, int byte, std::size_t bytes);  // 0xFF poisons (NaN in f32/f16/bf16)
+  void* (*create_stream)(int device);
+  void (*destroy_stream)(void* stream) noexcept;
+  // Waits for `stream`, then checks for an error left by its work (a faulting plugin kernel).
+  void (*synchronize)(void* stream);
+};
+[[nodiscard]] const device_memory_api& cuda_device_memory_api();
+[[nodiscard]] const device_memory_api& hip_device_memory_api();
+
+}  // namespace numprobe::gpu
+
+namespace numprobe::gpu {
+
+// ------------------------------------------------------------------ looped softmax (issue 9)
+// One block per row walking the row in chunks (src/kernels/gpu/looped_softmax.cuh): the
+// emulator's looped softmax (src/kernels/emu/looped_softmax*) on the GPU, m and l in fp32,
+// outputs fp32. Faults: k_fault_no_empty_guard, k_fault_rowsum_bf16, k_fault_finite_sentinel
+// (one at a time, compiled variants).
+enum class softmax_dtype : std::uint8_t { m_bf16, m_f16, m_f32 };
+
+struct softmax_request {
+  std::int64_t rows = 0, vocab = 0, chunk = 1024;
+  softmax_dtype dtype = softmax_dtype::m_bf16;  // logits as the kernel reads them
+  float temperature = 1.f, softcap = 0.f;
+  std::uint32_t faults = k_fault_none;
+  int device = 0;
+  const float* logits = nullptr;        // [rows, V], exact in dtype; masked entries -inf
+  const std::int64_t* targets = nullptr;  // [rows]; -1: no target
+};
+
+struct softmax_device_result {
+  std::vector<float> p, logp;  // [rows, V]
+  std::vector<float> lse, ce;  // [rows]
+  double kernel_ms = 0.0;
+};
+
+struct softmax_api {
+  const char* vendor;
+  // Throws numprobe::error: input (exit 2) for a bad shape, chunk or fault, backend (exit 3)
+  // naming a failing call. Outputs are poisoned (NaN) before the launch.
+  softmax_device_result (*softmax)(const softmax_request& req);
+};
+[[nodiscard]] const softmax_api& cuda_softmax_api();
+[[nodiscard]] const softmax_api& hip_softmax_api();
+
+}  // namespace numprobe::gpu
