@@ -52,6 +52,7 @@ struct check_runner {
 [[nodiscard]] check_runner quant_runner();
 [[nodiscard]] check_runner bisect_runner();
 [[nodiscard]] check_runner softmax_runner();
+[[nodiscard]] check_runner kl_runner();
 
 }  // namespace numprobe::scenario
 

@@ -10,6 +10,7 @@ const std::vector<check_runner>& check_runners() {
       quant_runner(),
       bisect_runner(),
       softmax_runner(),
+      kl_runner(),
   };
   return runners;
 }

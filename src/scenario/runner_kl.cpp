@@ -1,0 +1,91 @@
+// Check runner for `probe = "kl"`: the distribution shift between a base model's and a candidate
+// model's logits (two [N, V] files), with the statistics of `numprobe kl` as gateable metrics.
+// Paths are taken as written (relative to the working directory), like the quant probe's
+// `input`.
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "numprobe/core/error.hpp"
+#include "probes/kl_probe.hpp"
+#include "src/scenario/check_runner.hpp"
+
+namespace numprobe::scenario {
+namespace {
+
+// Reported for every check (ppl_* only with tokens); any name kl_metric accepts may be gated.
+const std::vector<std::string> k_reported = {"kld.mean", "kld.stderr", "kld.median", "kld.p90",
+                                             "kld.p99", "kld.p999", "kld.max", "top1",
+                                             "topk_overlap", "delta_p.mean", "delta_p.rms",
+                                             "delta_p.p01", "delta_p.p99"};
+
+bool known(const std::string& m) {
+  try {
+    (void)probes::kl_metric(metrics::kl_summary{}, m);
+    return true;
+  } catch (const error&) {
+    return false;
+  }
+}
+
+void run(const check_spec& s, const run_context&, result::check_result& out) {
+  probes::kl_probe_options o;
+  if (!s.has("base") || !s.has("cand"))
+    throw_input_error(s.place(s.has("base") ? "cand" : "base"), "the kl probe needs both base and cand files");
+  o.base = s.get_string("base", "");
+  o.cand = s.get_string("cand", "");
+  o.tokens = s.get_string("tokens", "");
+  o.topk = static_cast<int>(s.get_int("topk", 10));
+  if (o.topk < 1 || o.topk > 1000) throw_input_error(s.place("topk"), "must be in [1, 1000]");
+  o.worst = static_cast<std::size_t>(std::max<std::int64_t>(0, s.get_int("worst", 10)));
+  o.threads = static_cast<unsigned>(std::max<std::int64_t>(0, s.get_int("threads", 0)));
+  o.bounds = s.bounds;
+  const auto r = probes::run_kl(o);
+
+  out.backend = "files";
+  out.case_id = r.case_id;
+  for (const auto& n : k_reported)
+    out.metrics.push_back({n, probes::kl_metric(r.summary, n), n.rfind("kld.", 0) == 0 ? "nats" : "",
+                           n == "top1" || n == "topk_overlap" ? "fixed" : "sci"});
+  if (r.summary.has_tokens) {
+    out.metrics.push_back({"ppl_ratio", probes::kl_metric(r.summary, "ppl_ratio"), "", "fixed"});
+    out.metrics.push_back({"ln_ppl_ratio", probes::kl_metric(r.summary, "ln_ppl_ratio"), "", "sci"});
+  }
+  out.metrics.push_back({"rows", static_cast<double>(r.summary.rows), "rows", "int"});
+  for (const auto& b : s.bounds) out.gates.push_back(evaluate_gate(b, probes::kl_metric(r.summary, b.metric), r.case_id));
+  out.message = fmt::format("{} rows x {}: KL mean {:.3e} nats, p99 {:.3e}, top-1 agreement {:.4f}",
+                            r.summary.rows, r.summary.vocab, r.summary.kld.mean, r.summary.kld.p99,
+                            r.summary.top1_agreement);
+
+  result::table worst{"positions with the largest KL(base || cand)",
+                      {"row", "kld", "top base", "top cand", "p(base top)", "q(base top)"}, {}};
+  for (const auto& w : r.summary.worst)
+    worst.rows.push_back({std::to_string(w.row), result::format_value(w.kld, "sci"), std::to_string(w.top_base),
+                          std::to_string(w.top_cand), result::format_value(w.p_base_top, "fixed"),
+                          result::format_value(w.q_base_top, "fixed")});
+  if (!worst.rows.empty()) out.tables.push_back(std::move(worst));
+  out.details = probes::to_json(r);
+}
+
+}  // namespace
+
+check_runner kl_runner() {
+  check_runner r;
+  r.probe = "kl";
+  r.description = "KL divergence and top-1 agreement of candidate logits vs base logits (two files)";
+  r.params = {
+      {"base", param_kind::m_string, "base logits PATH[:TENSOR] (.npy or .safetensors, [N, V])"},
+      {"cand", param_kind::m_string, "candidate logits PATH[:TENSOR]"},
+      {"tokens", param_kind::m_string, "optional N token ids PATH[:TENSOR]: perplexity ratio"},
+      {"topk", param_kind::m_int, "k of the top-k overlap"},
+      {"worst", param_kind::m_int, "positions with the largest KL to list"},
+      {"threads", param_kind::m_int, "worker threads (0: all cores; results do not depend on it)"},
+  };
+  r.known_metric = known;
+  r.metric_names = "kld.mean, kld.stderr, kld.median, kld.p90, kld.p99, kld.p999, kld.max, top1, "
+                   "topk_overlap, delta_p.mean, delta_p.rms, delta_p.min, delta_p.p01..p99, delta_p.max, "
+                   "ppl_ratio, ln_ppl_ratio";
+  r.run = run;
+  return r;
+}
+
+}  // namespace numprobe::scenario
