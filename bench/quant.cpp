@@ -1,8 +1,11 @@
 // bench_quant: element encode/decode throughput per format (Melem/s), and quantize+measure of
 // a 4096x4096 fp32 tensor per scheme (MB/s of fp32 input), each against a plain sequential
 // pass over the same buffer measured in the same run.
-//   bench_quant [--size N] (N x N tensor, default 4096)
+// Then the scan path's fused in-place analysis (scan_tensor_scheme on stored f32 and bf16
+// elements) of the same tensor per scheme, against a sequential pass over those bytes.
+//   bench_quant [--size N] [--scan-only] [--scheme S]   (N x N tensor, default 4096)
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +17,7 @@
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "probes/quant_probe.hpp"
+#include "probes/scan_probe.hpp"
 
 namespace nf = numprobe::formats;
 namespace np = numprobe::probes;
@@ -24,7 +28,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-volatile double g_sink = 0;  // keeps the measured work from being optimised away
+volatile double g_sink = 0;
+
+// CPU time of the whole process (all threads): the machine may be shared, so the scan table
+// also reports MB per CPU-second, which other load does not dilute.
+double cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}  // keeps the measured work from being optimised away
 
 // The baseline: one sequential read of the buffer (a sum), the least any analysis must do.
 double sequential_read_seconds(const std::vector<double>& x) {
@@ -35,12 +47,28 @@ double sequential_read_seconds(const std::vector<double>& x) {
   return seconds_since(t0);
 }
 
+void codecs_and_quant(std::int64_t n);
+void scan_analysis(std::int64_t n, const std::string& only);
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::int64_t n = 4096;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--size") == 0) n = std::atoll(argv[i + 1]);
+  bool scan_only = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--size") == 0 && i + 1 < argc) n = std::atoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--scan-only") == 0) scan_only = true;
+    if (std::strcmp(argv[i], "--scheme") == 0 && i + 1 < argc) only = argv[i + 1];
+  }
+  if (!scan_only) codecs_and_quant(n);
+  scan_analysis(n, only);
+  return 0;
+}
+
+namespace {
+
+void codecs_and_quant(std::int64_t n) {
 
   // Encode/decode: 4M seeded N(0,1) values scaled into each format's normal range.
   constexpr std::size_t k_elems = std::size_t{1} << 22;
@@ -87,5 +115,52 @@ int main(int argc, char** argv) {
     fmt::print("{:<20} {:>8.3f} {:>10.1f} {:>8.3f}x {:>8.2f}\n", s, sec, mb / sec, base / sec,
                r.metrics.sqnr_db);
   }
-  return 0;
 }
+
+// The scan path's analysis of stored elements (no copy, no decode to a buffer), per scheme,
+// against one sequential pass over the same bytes (a sum of the 64-bit words).
+void scan_analysis(std::int64_t n, const std::string& only) {
+  const auto count = static_cast<std::size_t>(n * n);
+  std::vector<float> f32(count);
+  std::vector<std::uint16_t> bf16(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    f32[i] = static_cast<float>(np::quant_input_value(np::quant_dist::m_llm, 7, n, static_cast<std::int64_t>(i)));
+    std::uint32_t u;
+    std::memcpy(&u, &f32[i], 4);
+    bf16[i] = static_cast<std::uint16_t>(u >> 16);
+  }
+  const auto pass = [](const void* p, std::size_t bytes) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::uint64_t s = 0;
+    for (std::size_t i = 0; i + 8 <= bytes; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, static_cast<const char*>(p) + i, 8);
+      s += w;
+    }
+    g_sink = static_cast<double>(s);
+    return seconds_since(t0);
+  };
+  fmt::print("\nscan analysis in place of a {}x{} tensor (MB/s of stored bytes)\n", n, n);
+  fmt::print("{:<14} {:>6} {:>10} {:>12} {:>9} {:>8} {:>14}\n", "scheme", "dtype", "MB/s",
+             "read MB/s", "vs read", "sqnr_db", "MB/cpu-second");
+  for (const char* s : {"nvfp4", "mxfp4", "fp8-block128", "fp8-channel", "int4-g128"}) {
+    if (!only.empty() && only != s) continue;
+    for (int d = 0; d < 2; ++d) {
+      const void* data = d == 0 ? static_cast<const void*>(f32.data()) : bf16.data();
+      const std::size_t bytes = count * (d == 0 ? 4 : 2);
+      const double base = pass(data, bytes);
+      const double c0 = cpu_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto r = np::scan_tensor_scheme(
+          s, n, n, static_cast<const std::byte*>(data),
+          d == 0 ? numprobe::io::dtype::m_f32 : numprobe::io::dtype::m_bf16, std::int64_t{1} << 20);
+      const double sec = seconds_since(t0);
+      const double cpu = cpu_seconds() - c0;
+      const double mb = static_cast<double>(bytes) / 1e6;
+      fmt::print("{:<14} {:>6} {:>10.0f} {:>12.0f} {:>8.3f}x {:>8.2f} {:>14.0f}\n", s,
+                 d == 0 ? "f32" : "bf16", mb / sec, mb / base, base / sec, r.sqnr_db, mb / cpu);
+    }
+  }
+}
+
+}  // namespace

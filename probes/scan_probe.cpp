@@ -14,6 +14,7 @@
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/io/checkpoint.hpp"
+#include "src/formats/fast_quantize.hpp"
 
 namespace numprobe::probes {
 namespace {
@@ -100,10 +101,209 @@ int layer_index_of(const std::string& name) {
   return static_cast<int>(std::min<long long>(std::stoll(m[1].str()), 1 << 30));
 }
 
-scan_scheme_result scan_tensor_scheme(
-    const std::string& scheme, std::int64_t rows, std::int64_t cols,
-    const std::function<void(std::int64_t, std::int64_t, std::span<double>)>& fetch,
-    std::int64_t band_elements) {
+namespace {
+
+using fetch_fn = std::function<void(std::int64_t, std::int64_t, std::span<double>)>;
+using formats::detail::fast_input;
+using formats::detail::fast_quantizer;
+
+// Where a tensor's rows come from: elements in memory (read in place), or a fetch callback
+// that decodes rows into a buffer.
+struct row_source {
+  const std::byte* data = nullptr;
+  fast_input type = fast_input::m_f64;
+  const fetch_fn* fetch = nullptr;
+};
+
+// What one band contributes; bands are combined in band order (scan_fused).
+struct band_part {
+  formats::detail::fast_error_sums sums;
+  std::int64_t blocks = 0, flushed = 0, clipped = 0, scale_underflow = 0;
+  std::int64_t outlier_blocks = 0, outlier_flushed = 0;
+  bool have_outlier = false;
+  formats::block_stats outlier;  // the band's first worst outlier block (band coordinates)
+  formats::block_stats max_err_block;  // the block holding sums.max_err_at
+  std::exception_ptr error;
+};
+
+// True when `b` is worse than `w` by the scan's rule (more flushes, then the larger amax).
+bool worse_outlier(const formats::block_stats& b, const formats::block_stats& w) {
+  return b.flushed > w.flushed || (b.flushed == w.flushed && b.amax > w.amax);
+}
+
+// The fused path (formats/fast_quantize.hpp): every band is coded in place, block row by block
+// row, with no decoded copy for in-memory sources and no codes or dequantized arrays at all.
+// Bands are fixed by band_elements (not by the thread count) and run in parallel, each into
+// its own band_part; the parts are then combined on one thread in band order, with the same
+// first-wins rules as the sequential loop, so the result is identical for any thread count.
+// The statistics equal the quantize()-based path's (tests/probes/test_scan.cpp): counts,
+// maxima and worked blocks exactly, error sums within the bound in fast_quantize.cpp. One
+// difference, a fix: a banded `tensor` scan no longer counts the sentinel row's element (the
+// tensor amax, which may code as clipped) in its band, and a band without the tensor's amax
+// reports no argmax instead of the sentinel's index.
+scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_result r,
+                              std::int64_t rows, std::int64_t cols, const row_source& src,
+                              std::int64_t band) {
+  fast_quantizer fq(c);
+  const std::int64_t bands = (rows + band - 1) / band;
+  const int slots = max_threads();
+  std::vector<std::vector<double>> bufs(src.data ? 0 : static_cast<std::size_t>(slots));
+  std::vector<std::exception_ptr> errors(bands);
+  const auto band_data = [&](std::int64_t k, std::size_t t, const void*& data, fast_input& in) {
+    const std::int64_t r0 = k * band, nr = std::min(band, rows - r0);
+    if (src.data) {
+      data = src.data + static_cast<std::size_t>(r0 * cols) * (src.type == fast_input::m_f64   ? 8
+                                                              : src.type == fast_input::m_f32 ? 4
+                                                                                              : 2);
+      in = src.type;
+      return;
+    }
+    auto& buf = bufs[t];
+    buf.resize(static_cast<std::size_t>(nr * cols));
+    (*src.fetch)(r0, nr, buf);
+    data = buf.data();
+    in = fast_input::m_f64;
+  };
+  const auto thread_slot = [] {
+#ifdef _OPENMP
+    return static_cast<std::size_t>(omp_get_thread_num());
+#else
+    return std::size_t{0};
+#endif
+  };
+
+  if (c.kind == scheme_kind::m_nvfp4 || c.kind == scheme_kind::m_tensor) {
+    // The tensor's amax (max is exact and order-free, so the bands' maxima combine exactly).
+    std::vector<double> part(static_cast<std::size_t>(bands), 0.0);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
+    for (std::int64_t k = 0; k < bands; ++k) {
+      try {
+        const void* data = nullptr;
+        fast_input in{};
+        band_data(k, thread_slot(), data, in);
+        const std::int64_t nr = std::min(band, rows - k * band);
+        part[static_cast<std::size_t>(k)] =
+            fast_quantizer::finite_amax(data, in, static_cast<std::size_t>(nr * cols));
+      } catch (...) {
+        errors[static_cast<std::size_t>(k)] = std::current_exception();
+      }
+    }
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    double amax = 0.0;
+    for (double m : part) amax = std::max(amax, m);
+    fq.set_tensor_amax(amax);
+  }
+
+  std::vector<band_part> parts(static_cast<std::size_t>(bands));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
+  for (std::int64_t k = 0; k < bands; ++k) {
+    auto& p = parts[static_cast<std::size_t>(k)];
+    try {
+      const void* data = nullptr;
+      fast_input in{};
+      band_data(k, thread_slot(), data, in);
+      const std::int64_t nr = std::min(band, rows - k * band);
+      const auto g = formats::grid_of(c, nr, cols);
+      std::vector<formats::block_stats> blocks(static_cast<std::size_t>(g.grid_cols));
+      for (std::int64_t br = 0; br < g.grid_rows; ++br) {
+        const std::int64_t r0 = br * g.block_rows, h = std::min(g.block_rows, nr - r0);
+        const std::int64_t at_before = p.sums.max_err_at;
+        fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums);
+        for (const auto& b : blocks) {
+          ++p.blocks;
+          p.flushed += b.flushed;
+          p.clipped += b.clipped;
+          p.scale_underflow += b.scale_underflow ? 1 : 0;
+          if (is_outlier_block(c.kind, b)) {
+            ++p.outlier_blocks;
+            p.outlier_flushed += b.flushed;
+            if (!p.have_outlier || worse_outlier(b, p.outlier)) {
+              p.outlier = b;
+              p.have_outlier = true;
+            }
+          }
+        }
+        if (p.sums.max_err_at != at_before)
+          p.max_err_block = blocks[static_cast<std::size_t>((p.sums.max_err_at % cols) / g.block_cols)];
+      }
+    } catch (...) {
+      p.error = std::current_exception();
+    }
+  }
+  for (auto& p : parts)
+    if (p.error) std::rethrow_exception(p.error);
+
+  // Combined in band order: the same additions and first-wins choices for any thread count.
+  double max_err = -1.0;
+  bool have_outlier = false;
+  formats::block_stats worst, max_block;
+  std::int64_t worst_r0 = 0, max_r0 = 0;
+  for (std::int64_t k = 0; k < bands; ++k) {
+    const auto& p = parts[static_cast<std::size_t>(k)];
+    r.sum_sq += p.sums.sum_sq;
+    r.sum_sq_err += p.sums.sum_sq_err;
+    r.nonfinite_inputs += p.sums.nonfinite_inputs;
+    r.nonfinite_outputs += p.sums.nonfinite_outputs;
+    if (p.sums.max_err > max_err) {
+      max_err = p.sums.max_err;
+      max_block = p.max_err_block;
+      max_r0 = k * band;
+    }
+    r.blocks += p.blocks;
+    r.flushed += p.flushed;
+    r.clipped += p.clipped;
+    r.scale_underflow_blocks += p.scale_underflow;
+    r.outlier_blocks += p.outlier_blocks;
+    r.outlier_flushed += p.outlier_flushed;
+    if (p.have_outlier && (!have_outlier || worse_outlier(p.outlier, worst))) {
+      worst = p.outlier;
+      worst_r0 = k * band;
+      have_outlier = true;
+    }
+  }
+  r.max_abs = r.nonfinite_outputs > 0 ? k_inf : std::max(0.0, max_err);
+
+  // The worked block: the worst outlier block, else the block holding the largest error.
+  if (have_outlier || max_err >= 0) {
+    formats::block_stats b = have_outlier ? worst : max_block;
+    const std::int64_t r0 = have_outlier ? worst_r0 : max_r0;
+    scan_worked_block w;
+    w.outlier = have_outlier;
+    for (std::int64_t rr = b.row0; rr < b.row0 + b.rows && w.flat.size() < k_worked_elements; ++rr)
+      for (std::int64_t cc = b.col0; cc < b.col0 + b.cols && w.flat.size() < k_worked_elements; ++cc)
+        w.flat.push_back(rr * cols + cc);
+    if (b.argmax >= 0 && std::find(w.flat.begin(), w.flat.end(), b.argmax) == w.flat.end())
+      w.flat.back() = b.argmax;
+    std::vector<double> rows_buf;
+    if (!src.data) {  // the band's rows up to the block's last one
+      rows_buf.resize(static_cast<std::size_t>((b.row0 + b.rows) * cols));
+      (*src.fetch)(r0, b.row0 + b.rows, rows_buf);
+    }
+    for (auto& i : w.flat) {
+      const double x = src.data ? fast_quantizer::element(src.data, src.type,
+                                                          static_cast<std::size_t>(i + r0 * cols))
+                                : rows_buf[static_cast<std::size_t>(i)];
+      w.input.push_back(x);
+      w.dequant.push_back(fq.dequant(x, b));
+      i += r0 * cols;  // to tensor coordinates
+    }
+    b.row0 += r0;
+    if (b.argmax >= 0) b.argmax += r0 * cols;
+    w.stats = b;
+    r.worst = std::move(w);
+  }
+  if (c.kind == scheme_kind::m_tensor) {  // one block, however many bands carried it
+    r.blocks = 1;
+    r.scale_underflow_blocks = std::min<std::int64_t>(r.scale_underflow_blocks, 1);
+  }
+  r.sqnr_db = sqnr_of(r.sum_sq, r.sum_sq_err);
+  r.rel_rms = rel_rms_of(r.sum_sq, r.sum_sq_err);
+  return r;
+}
+
+scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std::int64_t cols,
+                               const row_source& src, std::int64_t band_elements) {
   const auto& info = formats::find_scheme(scheme, "--format");
   const auto c = info.defaults;
   formats::validate(c, rows, cols);
@@ -133,6 +333,17 @@ scan_scheme_result scan_tensor_scheme(
   if (unit < rows) band = std::max(unit, (band_elements / std::max<std::int64_t>(cols, 1)) / unit * unit);
   band = std::min(band, rows);
   const bool sentinel = tensor_scaled && band < rows;
+  if (fast_quantizer::covers(c)) return scan_fused(c, std::move(r), rows, cols, src, band);
+  // The quantize()-based path (schemes the fused quantizer does not cover: zero points,
+  // directed or stochastic rounding, non-saturating overflow), from decoded bands.
+  fetch_fn from_memory;
+  if (src.data)
+    from_memory = [&](std::int64_t r0, std::int64_t, std::span<double> out) {
+      for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = fast_quantizer::element(src.data, src.type,
+                                         static_cast<std::size_t>(r0 * cols) + i);
+    };
+  const fetch_fn& fetch = src.data ? from_memory : *src.fetch;
 
   const std::int64_t bands = (rows + band - 1) / band;
   std::vector<std::vector<double>> bufs(static_cast<std::size_t>(slots));
@@ -289,6 +500,38 @@ scan_scheme_result scan_tensor_scheme(
   return r;
 }
 
+// The dtypes the fused path reads in place.
+bool in_place(io::dtype d, fast_input& in) {
+  switch (d) {
+    case io::dtype::m_f64: in = fast_input::m_f64; return true;
+    case io::dtype::m_f32: in = fast_input::m_f32; return true;
+    case io::dtype::m_bf16: in = fast_input::m_bf16; return true;
+    case io::dtype::m_f16: in = fast_input::m_f16; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+scan_scheme_result scan_tensor_scheme(const std::string& scheme, std::int64_t rows,
+                                      std::int64_t cols, const fetch_fn& fetch,
+                                      std::int64_t band_elements) {
+  row_source src;
+  src.fetch = &fetch;
+  return scan_scheme(scheme, rows, cols, src, band_elements);
+}
+
+scan_scheme_result scan_tensor_scheme(const std::string& scheme, std::int64_t rows,
+                                      std::int64_t cols, const std::byte* data, io::dtype type,
+                                      std::int64_t band_elements) {
+  row_source src;
+  src.data = data;
+  if (!in_place(type, src.type))
+    throw_input_error("dtype", "cannot read " + std::string(io::name(type)) +
+                                   " in place (f64, f32, bf16, f16)");
+  return scan_scheme(scheme, rows, cols, src, band_elements);
+}
+
 scan_report run_scan(const scan_options& o) {
   const auto t0 = std::chrono::steady_clock::now();
   scan_report rep;
@@ -340,8 +583,12 @@ scan_report run_scan(const scan_options& o) {
       (void)nr;
       v.decode(static_cast<std::uint64_t>(r0 * t.cols), out);
     };
+    fast_input in{};
+    const bool direct = in_place(v.dtype, in);
     for (const auto& s : o.schemes)
-      t.results.push_back(scan_tensor_scheme(s, t.rows, t.cols, fetch, o.band_elements));
+      t.results.push_back(direct ? scan_tensor_scheme(s, t.rows, t.cols, v.bytes.data(), v.dtype,
+                                                      o.band_elements)
+                                 : scan_tensor_scheme(s, t.rows, t.cols, fetch, o.band_elements));
     rep.source_bytes += static_cast<double>(v.bytes.size());
     rep.bytes_read += static_cast<double>(v.bytes.size());
     rep.tensors.push_back(std::move(t));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "numprobe/formats/scheme.hpp"
+#include "numprobe/io/dtype.hpp"
 
 namespace numprobe::probes {
 
@@ -90,6 +91,13 @@ struct scan_report {
     const std::string& scheme, std::int64_t rows, std::int64_t cols,
     const std::function<void(std::int64_t, std::int64_t, std::span<double>)>& fetch,
     std::int64_t band_elements);
+
+// The same for elements stored in memory (a checkpoint's memory map), row-major, read in
+// place: f64, f32, bf16 and f16 (other dtypes: use the fetch form). Schemes the fused
+// quantizer covers (src/formats/fast_quantize.hpp) never decode a band to doubles.
+[[nodiscard]] scan_scheme_result scan_tensor_scheme(const std::string& scheme, std::int64_t rows,
+                                                    std::int64_t cols, const std::byte* data,
+                                                    io::dtype type, std::int64_t band_elements);
 
 // Throws numprobe::error (exit 2) on unreadable checkpoints, bad regexes, unknown schemes.
 [[nodiscard]] scan_report run_scan(const scan_options& o);

@@ -3,8 +3,11 @@
 // e4m3fn code's fnuz migration follows the hand-derived rules.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -117,6 +120,59 @@ TEST(scan, banded_quantization_equals_whole_tensor) {
     EXPECT_EQ(band.scale_underflow_blocks, whole.scale_underflow_blocks) << s;
     EXPECT_EQ(band.blocks, static_cast<std::int64_t>(whole.blocks.size())) << s;
     EXPECT_NEAR(band.sum_sq_err, se, 1e-12 * se) << s;
+  }
+}
+
+// libgomp is linked through numprobe_probes; the test itself is not compiled with -fopenmp.
+extern "C" void omp_set_num_threads(int);
+
+// The fused path's result does not depend on the thread count, nor on whether the elements are
+// read in place (bf16 here) or fetched as doubles: every field, bit for bit.
+TEST(scan, same_result_for_one_or_two_threads_and_in_place_or_fetched) {
+  const std::int64_t rows = 70, cols = 512;  // 70 rows: bands of 8 rows, the last partial
+  std::vector<std::uint16_t> bf16(rows * cols);
+  std::vector<double> x(rows * cols);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const auto f = static_cast<float>(normal_at(4, 1, i) * (i % 331 == 0 ? 80.0 : 1.0));
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    bf16[i] = static_cast<std::uint16_t>(u >> 16);
+    x[i] = std::bit_cast<float>(std::uint32_t{bf16[i]} << 16);
+  }
+  x[3 * cols + 7] = std::numeric_limits<double>::quiet_NaN();  // one row takes the masked path
+  bf16[3 * cols + 7] = 0x7FC0;
+  const auto fetch = [&](std::int64_t r0, std::int64_t, std::span<double> out) {
+    std::copy_n(x.begin() + r0 * cols, out.size(), out.begin());
+  };
+  const auto same = [](const probes::scan_scheme_result& a, const probes::scan_scheme_result& b) {
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a.sum_sq), std::bit_cast<std::uint64_t>(b.sum_sq));
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a.sum_sq_err), std::bit_cast<std::uint64_t>(b.sum_sq_err));
+    EXPECT_EQ(a.max_abs, b.max_abs);
+    EXPECT_EQ(a.flushed, b.flushed);
+    EXPECT_EQ(a.clipped, b.clipped);
+    EXPECT_EQ(a.blocks, b.blocks);
+    EXPECT_EQ(a.outlier_blocks, b.outlier_blocks);
+    EXPECT_EQ(a.outlier_flushed, b.outlier_flushed);
+    EXPECT_EQ(a.nonfinite_inputs, b.nonfinite_inputs);
+    EXPECT_EQ(a.worst.flat, b.worst.flat);
+    EXPECT_EQ(a.worst.stats.argmax, b.worst.stats.argmax);
+    EXPECT_EQ(a.worst.stats.scale, b.worst.stats.scale);
+    ASSERT_EQ(a.worst.dequant.size(), b.worst.dequant.size());
+    for (std::size_t i = 0; i < a.worst.dequant.size(); ++i)
+      if (!std::isnan(a.worst.dequant[i])) EXPECT_EQ(a.worst.dequant[i], b.worst.dequant[i]);
+  };
+  for (const char* s : {"nvfp4", "mxfp4", "fp8-block128", "fp8-channel", "tensor", "int4-g128"}) {
+    SCOPED_TRACE(s);
+    const auto* data = reinterpret_cast<const std::byte*>(bf16.data());
+    omp_set_num_threads(1);
+    const auto one = probes::scan_tensor_scheme(s, rows, cols, data, io::dtype::m_bf16, 8 * cols);
+    omp_set_num_threads(2);
+    const auto two = probes::scan_tensor_scheme(s, rows, cols, data, io::dtype::m_bf16, 8 * cols);
+    const auto fetched = probes::scan_tensor_scheme(s, rows, cols, fetch, 8 * cols);
+    same(one, two);
+    same(one, fetched);
+    EXPECT_EQ(one.nonfinite_inputs, 1);
+    EXPECT_GT(one.flushed, 0);
   }
 }
 

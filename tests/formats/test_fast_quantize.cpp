@@ -1,0 +1,276 @@
+// The fused quantizer of the scan path (src/formats/fast_quantize.cpp) against quantize(), the
+// definition: for every covered scheme (all registry entries but int4-awq, plus the other MX
+// rules, scale formats, axis 0 and an amax floor), shapes whose blocks and vector lanes end
+// partially, and inputs read as f64, f32, bf16 and f16, every block statistic (amax, argmax,
+// scale, scale code, flushed, clipped, non-finite, scale underflow) must equal quantize()'s
+// exactly, every dequantized value must equal quantize()'s, the first index of the largest
+// error and the non-finite counts must be equal, and the two error sums must agree within
+// the bound stated below. Inputs: seeded normals with outliers, exact zeros, NaN and inf,
+// tiny values (scale underflow) and values on exact rounding ties.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "numprobe/core/rng.hpp"
+#include "numprobe/formats/scheme.hpp"
+#include "src/formats/fast_quantize.hpp"
+
+namespace nf = numprobe::formats;
+namespace nd = numprobe::formats::detail;
+
+namespace {
+
+struct typed_input {
+  nd::fast_input type;
+  std::vector<std::byte> bytes;
+  std::vector<double> values;  // the stored values, exactly
+};
+
+typed_input store(const std::vector<double>& x, nd::fast_input type) {
+  typed_input t;
+  t.type = type;
+  for (double v : x) {
+    switch (type) {
+      case nd::fast_input::m_f64: {
+        t.values.push_back(v);
+        const auto* p = reinterpret_cast<const std::byte*>(&v);
+        t.bytes.insert(t.bytes.end(), p, p + 8);
+        break;
+      }
+      case nd::fast_input::m_f32: {
+        const auto f = static_cast<float>(v);
+        t.values.push_back(f);
+        const auto* p = reinterpret_cast<const std::byte*>(&f);
+        t.bytes.insert(t.bytes.end(), p, p + 4);
+        break;
+      }
+      case nd::fast_input::m_bf16: {
+        // Truncation to bf16 (any bf16 pattern will do: the value is what was stored).
+        const auto u = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(v)) >> 16);
+        t.values.push_back(std::bit_cast<float>(std::uint32_t{u} << 16));
+        const auto* p = reinterpret_cast<const std::byte*>(&u);
+        t.bytes.insert(t.bytes.end(), p, p + 2);
+        break;
+      }
+      case nd::fast_input::m_f16: {
+        const auto h = static_cast<_Float16>(static_cast<float>(v));
+        t.values.push_back(static_cast<double>(static_cast<float>(h)));
+        const auto* p = reinterpret_cast<const std::byte*>(&h);
+        t.bytes.insert(t.bytes.end(), p, p + 2);
+        break;
+      }
+    }
+  }
+  return t;
+}
+
+// Seeded normals; every 97th element an outlier (x 60), some exact zeros, NaN, +-inf, tiny
+// values (1e-30: scale underflow in e4m3/f16 scales), and a run of exact ties of the element
+// grid at the scale a unit amax gives.
+std::vector<double> make_input(std::uint64_t seed, std::int64_t n, bool specials) {
+  std::vector<double> x(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::uint64_t>(i);
+    double v = numprobe::normal_at(seed, 1, k);
+    if (i % 97 == 5) v *= 60.0;
+    if (i % 53 == 7) v = 0.0;
+    if (i % 211 == 11) v = 0.125 * std::floor(numprobe::uniform_open01(seed, 2, k) * 48 - 24);
+    x[static_cast<std::size_t>(i)] = v;
+  }
+  if (specials) {
+    x[static_cast<std::size_t>(n / 3)] = std::numeric_limits<double>::quiet_NaN();
+    x[static_cast<std::size_t>(n / 2)] = std::numeric_limits<double>::infinity();
+    x[static_cast<std::size_t>(n / 2 + 1)] = -std::numeric_limits<double>::infinity();
+    // A tiny row: its blocks' ideal scales underflow the scale formats.
+    for (std::int64_t i = n - n / 7; i < n - n / 7 + 40 && i < n; ++i)
+      x[static_cast<std::size_t>(i)] = 1e-30 * numprobe::normal_at(seed, 3, static_cast<std::uint64_t>(i));
+  }
+  return x;
+}
+
+struct fused_result {
+  std::vector<nf::block_stats> blocks;
+  nd::fast_error_sums sums;
+};
+
+fused_result run_fused(const nf::scheme_config& c, const typed_input& in, std::int64_t rows,
+                       std::int64_t cols) {
+  const auto g = nf::grid_of(c, rows, cols);
+  nd::fast_quantizer fq(c);
+  fq.set_tensor_amax(nd::fast_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
+  fused_result r;
+  r.blocks.resize(static_cast<std::size_t>(g.count()));
+  for (std::int64_t br = 0; br < g.grid_rows; ++br) {
+    const std::int64_t r0 = br * g.block_rows, nr = std::min(g.block_rows, rows - r0);
+    fq.strip(in.bytes.data(), in.type, cols, r0, nr, g.block_cols,
+             std::span(r.blocks).subspan(static_cast<std::size_t>(br * g.grid_cols),
+                                         static_cast<std::size_t>(g.grid_cols)),
+             r.sums);
+  }
+  // Every dequantized value through the scalar entry point is compared by the caller.
+  return r;
+}
+
+void check(const std::string& label, const nf::scheme_config& c, const typed_input& in,
+           std::int64_t rows, std::int64_t cols) {
+  SCOPED_TRACE(label);
+  ASSERT_TRUE(nd::fast_quantizer::covers(c));
+  const auto q = nf::quantize(c, in.values, rows, cols);
+  const auto f = run_fused(c, in, rows, cols);
+  ASSERT_EQ(f.blocks.size(), q.blocks.size());
+  for (std::size_t k = 0; k < q.blocks.size(); ++k) {
+    const auto& a = f.blocks[k];
+    const auto& b = q.blocks[k];
+    SCOPED_TRACE("block " + std::to_string(k));
+    ASSERT_EQ(a.row0, b.row0);
+    ASSERT_EQ(a.col0, b.col0);
+    ASSERT_EQ(a.rows, b.rows);
+    ASSERT_EQ(a.cols, b.cols);
+    ASSERT_EQ(a.amax, b.amax);
+    ASSERT_EQ(a.argmax, b.argmax);
+    ASSERT_EQ(a.scale, b.scale);
+    ASSERT_EQ(a.scale_code, b.scale_code);
+    ASSERT_EQ(a.flushed, b.flushed);
+    ASSERT_EQ(a.clipped, b.clipped);
+    ASSERT_EQ(a.nonfinite, b.nonfinite);
+    ASSERT_EQ(a.scale_underflow, b.scale_underflow);
+  }
+  // Dequantized values, element by element, through the scalar entry point.
+  nd::fast_quantizer fq(c);
+  fq.set_tensor_amax(nd::fast_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
+  const auto& g = q.grid;
+  double sx = 0, se = 0, emax = -1;
+  std::int64_t emax_at = -1, nonfinite_in = 0, nonfinite_out = 0, mismatches = 0;
+  for (std::int64_t i = 0; i < rows * cols; ++i) {
+    const double x = in.values[static_cast<std::size_t>(i)];
+    const auto& b = q.blocks[static_cast<std::size_t>((i / cols) / g.block_rows * g.grid_cols +
+                                                      (i % cols) / g.block_cols)];
+    const double d = q.dequant[static_cast<std::size_t>(i)];
+    if (std::isfinite(x)) {
+      const double fd = fq.dequant(x, b);
+      if (!(fd == d && std::signbit(fd) == std::signbit(d)) && mismatches++ < 5)
+        ADD_FAILURE() << "element " << i << " x=" << x << " dequant " << fd << " != " << d;
+    }
+    if (!std::isfinite(x)) {
+      ++nonfinite_in;
+      continue;
+    }
+    if (!std::isfinite(d)) {
+      ++nonfinite_out;
+      continue;
+    }
+    const double e = std::fabs(d - x);
+    sx += x * x;
+    se += e * e;
+    if (e > emax) {
+      emax = e;
+      emax_at = i;
+    }
+  }
+  EXPECT_EQ(f.sums.nonfinite_inputs, nonfinite_in);
+  EXPECT_EQ(f.sums.nonfinite_outputs, nonfinite_out);
+  EXPECT_EQ(f.sums.max_err, emax);
+  EXPECT_EQ(f.sums.max_err_at, emax_at);
+  // Both sums add the same n non-negative terms in different orders; each is within (n - 1) u
+  // (relative, u = 2^-53) of the exact sum, so they differ by at most 2 n u relative.
+  const double n = static_cast<double>(rows * cols), bound = 2.0 * n * 0x1.0p-53;
+  EXPECT_LE(std::fabs(f.sums.sum_sq - sx), bound * sx);
+  EXPECT_LE(std::fabs(f.sums.sum_sq_err - se), bound * se);
+}
+
+std::vector<std::pair<std::string, nf::scheme_config>> covered_configs() {
+  std::vector<std::pair<std::string, nf::scheme_config>> out;
+  for (const auto& s : nf::all_schemes()) {
+    if (!nd::fast_quantizer::covers(s.defaults)) continue;
+    out.emplace_back(std::string(s.name), s.defaults);
+  }
+  auto mx = nf::find_scheme("mxfp4").defaults;
+  mx.rule = nf::mx_rule::m_ceil;
+  out.emplace_back("mxfp4 ceil", mx);
+  mx.rule = nf::mx_rule::m_rceil;
+  out.emplace_back("mxfp4 rceil", mx);
+  auto m8 = nf::find_scheme("mxint8").defaults;
+  m8.rule = nf::mx_rule::m_rceil;
+  out.emplace_back("mxint8 rceil", m8);
+  auto ch = nf::find_scheme("fp8-channel").defaults;
+  ch.axis = 0;
+  out.emplace_back("fp8-channel axis 0", ch);
+  auto g = nf::find_scheme("int4-g128").defaults;
+  g.axis = 0;
+  g.group = 24;
+  out.emplace_back("int4 g24 axis 0", g);
+  auto bs = nf::find_scheme("fp8-block128").defaults;
+  bs.scale_format = nf::format_id::m_bf16;
+  bs.block_rows = 7;
+  bs.block_cols = 10;
+  out.emplace_back("block2d 7x10 bf16 scale", bs);
+  auto e5 = nf::find_scheme("fp8-block128").defaults;
+  e5.element = nf::format_id::m_e5m2fnuz;
+  e5.scale_format = nf::format_id::m_e8m0;
+  out.emplace_back("block2d e5m2fnuz e8m0 scale", e5);
+  auto fz = nf::find_scheme("nvfp4").defaults;
+  fz.element = nf::format_id::m_e3m2;
+  out.emplace_back("nvfp4-style e3m2", fz);
+  return out;
+}
+
+TEST(fast_quantize, covers_what_it_should) {
+  EXPECT_TRUE(nd::fast_quantizer::covers(nf::find_scheme("nvfp4").defaults));
+  EXPECT_TRUE(nd::fast_quantizer::covers(nf::find_scheme("fp8-block128").defaults));
+  EXPECT_FALSE(nd::fast_quantizer::covers(nf::find_scheme("int4-awq").defaults));
+  auto c = nf::find_scheme("nvfp4").defaults;
+  c.round = nf::rounding::m_stochastic;
+  EXPECT_FALSE(nd::fast_quantizer::covers(c));
+  c = nf::find_scheme("nvfp4").defaults;
+  c.over = nf::overflow::m_nan;
+  EXPECT_FALSE(nd::fast_quantizer::covers(c));
+  c = nf::find_scheme("none").defaults;
+  c.element = nf::format_id::m_bf16;
+  EXPECT_FALSE(nd::fast_quantizer::covers(c));
+}
+
+TEST(fast_quantize, equals_quantize_for_every_covered_scheme) {
+  // 130 x 203: partial 128-row and 128-col blocks, partial groups of 16/32 and vector lanes
+  // (the general path); 40 x 256: whole row blocks (the unmasked row path), except the rows
+  // holding NaN/inf, which take the general path.
+  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 203}, {40, 256}}) {
+    const auto x = make_input(21, rows * cols, true);
+    for (const auto& [name, c] : covered_configs())
+      for (auto type : {nd::fast_input::m_f64, nd::fast_input::m_f32, nd::fast_input::m_bf16,
+                        nd::fast_input::m_f16})
+        check(name + " input " + std::to_string(static_cast<int>(type)) + " cols " +
+                  std::to_string(cols),
+              c, store(x, type), rows, cols);
+  }
+}
+
+TEST(fast_quantize, equals_quantize_without_specials_and_on_ties) {
+  // No NaN/inf (every row of whole blocks takes the unmasked row path), and two rows of exact
+  // e2m1/e4m3 ties at scale 1 (amax 6 or 448 per block of 16).
+  const std::int64_t rows = 19, cols = 256;
+  auto x = make_input(5, rows * cols, false);
+  for (std::int64_t c = 0; c < cols; ++c) {
+    x[static_cast<std::size_t>(c)] = c % 16 == 0 ? 6.0 : 0.25 * static_cast<double>(c % 16);
+    x[static_cast<std::size_t>(cols + c)] = c % 16 == 0 ? 448.0 : 0.5 + static_cast<double>(c % 8) * 16.0 + 8.0;
+  }
+  for (const auto& [name, c] : covered_configs())
+    check(name, c, store(x, nd::fast_input::m_f64), rows, cols);
+}
+
+TEST(fast_quantize, all_zero_and_all_nonfinite_tensors) {
+  const std::int64_t rows = 3, cols = 40;
+  std::vector<double> zeros(rows * cols, 0.0);
+  std::vector<double> nans(rows * cols, std::numeric_limits<double>::quiet_NaN());
+  for (const auto& [name, c] : covered_configs()) {
+    check(name + " zeros", c, store(zeros, nd::fast_input::m_f64), rows, cols);
+    check(name + " nans", c, store(nans, nd::fast_input::m_f32), rows, cols);
+  }
+}
+
+}  // namespace
