@@ -210,20 +210,27 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
         const std::int64_t r0 = br * g.block_rows, h = std::min(g.block_rows, nr - r0);
         const std::int64_t at_before = p.sums.max_err_at;
         fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums);
+        // Counts without branches (outlier blocks are common under NVFP4/MXFP4, so a branch
+        // on them mispredicts); only a new worst block branches.
+        std::int64_t flushed = 0, clipped = 0, under = 0, outliers = 0, outlier_flushed = 0;
         for (const auto& b : blocks) {
-          ++p.blocks;
-          p.flushed += b.flushed;
-          p.clipped += b.clipped;
-          p.scale_underflow += b.scale_underflow ? 1 : 0;
-          if (is_outlier_block(c.kind, b)) {
-            ++p.outlier_blocks;
-            p.outlier_flushed += b.flushed;
-            if (!p.have_outlier || worse_outlier(b, p.outlier)) {
-              p.outlier = b;
-              p.have_outlier = true;
-            }
+          const bool outlier = is_outlier_block(c.kind, b);
+          flushed += b.flushed;
+          clipped += b.clipped;
+          under += b.scale_underflow ? 1 : 0;
+          outliers += outlier ? 1 : 0;
+          outlier_flushed += outlier ? b.flushed : 0;
+          if (outlier && (!p.have_outlier || worse_outlier(b, p.outlier))) {
+            p.outlier = b;
+            p.have_outlier = true;
           }
         }
+        p.blocks += static_cast<std::int64_t>(blocks.size());
+        p.flushed += flushed;
+        p.clipped += clipped;
+        p.scale_underflow += under;
+        p.outlier_blocks += outliers;
+        p.outlier_flushed += outlier_flushed;
         if (p.sums.max_err_at != at_before)
           p.max_err_block = blocks[static_cast<std::size_t>((p.sums.max_err_at % cols) / g.block_cols)];
       }

@@ -466,8 +466,21 @@ struct scale_plan {
   std::int64_t emax = 0;  // MX: the element's largest exponent
 };
 
-// Per-block values of one row (structure of arrays, reused across rows).
+// A row already widened to doubles, indexed as the array it came from.
+struct row_source {
+  const double* p;
+  std::int64_t base;
+  v4d load(std::int64_t i) const {
+    v4d v;
+    std::memcpy(&v, p + (i - base), sizeof v);
+    return v;
+  }
+  double at(std::int64_t i) const { return p[i - base]; }
+};
+
+// Per-block values of one row (structure of arrays, reused across rows), and the row.
 struct row_scratch {
+  std::vector<double> x;
   std::vector<double> amax, scale, eff, div;
   std::vector<std::int64_t> argmax, code;
   std::vector<std::int64_t> underflow;  // 0 or -1 (a vector mask)
@@ -501,7 +514,7 @@ inline unsigned equal_bits(v4d a, double m) {
 // caller takes the general path.
 // W: the block width when it is a compile-time constant (16, 32: loops unroll), else 0.
 template <std::int64_t W, class S>
-bool row_fast(const S& src, const element_rounding& er, const scale_plan& plan, double unit,
+bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, double unit,
               const std::function<void(block_stats&)>& scale_of, std::int64_t cols,
               std::int64_t row, std::int64_t bcols_rt, std::span<block_stats> blocks,
               row_scratch& w, fast_error_sums& sums) {
@@ -510,6 +523,15 @@ bool row_fast(const S& src, const element_rounding& er, const scale_plan& plan, 
   const auto nb = static_cast<std::int64_t>(blocks.size());
   const std::int64_t base = row * cols;
   w.resize(static_cast<std::size_t>(nb));
+  // Pass 1 widens the row to doubles once (w.x, in cache) for the passes after it.
+  if (w.x.size() < static_cast<std::size_t>(cols)) w.x.resize(static_cast<std::size_t>(cols));
+  double* const xrow = w.x.data();
+  const auto keep = [&](std::int64_t i) {  // element i of the row, widened and kept
+    const v4d x = in.load(i);
+    std::memcpy(xrow + (i - base), &x, sizeof x);
+    return x;
+  };
+  const row_source src{xrow, base};
   // Pass 1: amax and the first element holding it; a non-finite element makes `sum` non-finite.
   v4d sum = splat(0.0);
   if constexpr (W > 0) {
@@ -519,7 +541,7 @@ bool row_fast(const S& src, const element_rounding& er, const scale_plan& plan, 
       v4d a[W / 4];
       v4d m = splat(0.0);
       for (std::int64_t k = 0; k < W / 4; ++k) {
-        a[k] = vabs(src.load(at + 4 * k));
+        a[k] = vabs(keep(at + 4 * k));
         sum += a[k];
         m = vmax(m, a[k]);
       }
@@ -535,7 +557,7 @@ bool row_fast(const S& src, const element_rounding& er, const scale_plan& plan, 
     const std::int64_t at = base + j * bcols;
     v4d m = splat(0.0);
     for (std::int64_t k = 0; k < bcols; k += 4) {
-      const v4d a = vabs(src.load(at + k));
+      const v4d a = vabs(keep(at + k));
       sum += a;
       m = vmax(m, a);
     }
@@ -615,6 +637,7 @@ bool row_fast(const S& src, const element_rounding& er, const scale_plan& plan, 
 
   // Pass 2 (the same operations as code4, without masks: every element here is finite).
   const v4d zero = splat(0.0);
+  const bool symmetric = er.lowest == -er.max;
   for (std::int64_t j = 0; j < nb; ++j) {
     const auto jj = static_cast<std::size_t>(j);
     const std::int64_t at = base + j * bcols;
@@ -628,10 +651,18 @@ bool row_fast(const S& src, const element_rounding& er, const scale_plan& plan, 
       st.se += d * d;
       st.maxe = vmax(st.maxe, vabs(d));
       const v4i flush = (x != zero) & (dq == zero);
-      const v4i clip = (t > splat(er.max)) | (t < splat(er.lowest));
-      counts += (flush & splat_i(1)) + (clip & splat_i(std::int64_t{1} << 32));
+      // Symmetric ranges (every float format): t > max or t < -max is |t| > max.
+      const v4i clip = symmetric ? v4i(vabs(t) > splat(er.max))
+                                 : v4i((t > splat(er.max)) | (t < splat(er.lowest)));
+      counts += (flush & splat_i(1)) | (clip & splat_i(std::int64_t{1} << 32));
     };
-    if (bc.pow2) {
+    if (bc.pow2 && bc.inv_unit == 1.0) {  // x * (1/s) * 1 is x * (1/s)
+      const v4d inv = splat(bc.inv);
+      for (std::int64_t k = 0; k < bcols; k += 4) {
+        const v4d x = src.load(at + k);
+        body(x, x * inv);
+      }
+    } else if (bc.pow2) {
       const v4d inv = splat(bc.inv), inv_unit = splat(bc.inv_unit);
       for (std::int64_t k = 0; k < bcols; k += 4) {
         const v4d x = src.load(at + k);
