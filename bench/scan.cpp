@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "numprobe/io/safetensors.hpp"
@@ -24,6 +26,12 @@
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+double cpu_seconds() {  // the whole process, all threads
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 constexpr std::uint64_t k_rows = 4096, k_cols = 8192;  // 64 MiB of bf16 per tensor
 
 void write_shard(const std::string& path, int first_layer, int layers) {
@@ -106,8 +114,10 @@ int main(int argc, char** argv) {
   o.checkpoint = d + "/model.safetensors.index.json";
   o.schemes = {format};
   const auto t0 = clock_type::now();
+  const double cpu0 = cpu_seconds();
   const auto r = numprobe::probes::run_scan(o);
   const double scan_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  const double scan_cpu = cpu_seconds() - cpu0;
   const double read2 = read_seconds(shards, bytes);
   rusage after{};
   ::getrusage(RUSAGE_SELF, &after);
@@ -119,6 +129,12 @@ int main(int argc, char** argv) {
               bytes / 1e6 / read1, read2);
   std::printf("  scan:            %.2f s (%.0f MB/s) = %.1f%% of read speed (target >= 50%%)\n",
               scan_s, bytes / 1e6 / scan_s, 100.0 * read_s / scan_s);
+  // The machine may be shared: CPU seconds (all threads) and the load show how much of the
+  // wall time the scan actually ran.
+  std::string load = "?";
+  if (std::ifstream la("/proc/loadavg"); la) la >> load;
+  std::printf("  scan CPU time:   %.2f s on %u cores (%.0f MB per CPU-second); load average %s\n",
+              scan_cpu, std::thread::hardware_concurrency(), bytes / 1e6 / scan_cpu, load.c_str());
   std::printf("  worst tensor %s, sqnr %.2f dB\n", r.tensors.empty() ? "-" : r.tensors[0].name.c_str(),
               r.tensors.empty() ? 0.0 : r.tensors[0].results[0].sqnr_db);
   std::printf("  peak RSS %.0f MiB before scan, %.0f MiB after (checkpoint %.0f MiB)\n",

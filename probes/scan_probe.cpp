@@ -213,14 +213,19 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
         // Counts without branches (outlier blocks are common under NVFP4/MXFP4, so a branch
         // on them mispredicts); only a new worst block branches.
         std::int64_t flushed = 0, clipped = 0, under = 0, outliers = 0, outlier_flushed = 0;
+        const bool scaled = c.kind != scheme_kind::m_none;
         for (const auto& b : blocks) {
-          const bool outlier = is_outlier_block(c.kind, b);
+          // is_outlier_block, with & instead of && (no branch per condition).
+          const bool outlier = scaled & !b.scale_underflow & (b.argmax >= 0) & (b.flushed > 0) &
+                               (b.rows * b.cols > 1);
           flushed += b.flushed;
           clipped += b.clipped;
           under += b.scale_underflow ? 1 : 0;
           outliers += outlier ? 1 : 0;
           outlier_flushed += outlier ? b.flushed : 0;
-          if (outlier && (!p.have_outlier || worse_outlier(b, p.outlier))) {
+          const bool worse = (b.flushed > p.outlier.flushed) |
+                             ((b.flushed == p.outlier.flushed) & (b.amax > p.outlier.amax));
+          if (outlier & (!p.have_outlier | worse)) {  // worse_outlier, branch-free
             p.outlier = b;
             p.have_outlier = true;
           }
