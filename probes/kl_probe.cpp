@@ -1,7 +1,11 @@
 #include "probes/kl_probe.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -76,6 +80,67 @@ void prefetch_rows(const io::tensor_view& t, std::int64_t vocab, std::int64_t r0
   const auto b = begin / page * page;  // the mapping starts on a page: still inside it
   ::madvise(reinterpret_cast<void*>(b), end - b, MADV_WILLNEED);
 }
+
+// Row blocks of one logits tensor. When the tensor lies in a regular file, a block is read with
+// pread(2) into the caller's buffer: large sequential reads, the same system calls as reading
+// the file (bench/kl.cpp's baseline), and nothing left mapped. Otherwise (bytes in memory, or a
+// file that changed under the mapping) the block is a view into the tensor's bytes.
+struct row_reader {
+  const io::tensor_view* t = nullptr;
+  std::int64_t vocab = 0;
+  std::size_t elem = 0;      // bytes per element
+  int fd = -1;
+  std::uint64_t offset = 0;  // of the tensor in the file
+
+  row_reader(const io::tensor_view& tv, std::int64_t v) : t(&tv), vocab(v) {
+    elem = static_cast<std::size_t>(io::bits(tv.dtype) / 8);
+    if (!tv.owner) return;
+    const int f = ::open(tv.owner->source().c_str(), O_RDONLY | O_CLOEXEC);
+    if (f < 0) return;
+    struct stat st {};
+    if (::fstat(f, &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<std::size_t>(st.st_size) != tv.owner->bytes().size()) {
+      ::close(f);
+      return;
+    }
+    fd = f;
+    offset = static_cast<std::uint64_t>(tv.bytes.data() - tv.owner->bytes().data());
+    ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(tv.bytes.size()),
+                    POSIX_FADV_SEQUENTIAL);
+  }
+  ~row_reader() {
+    if (fd >= 0) ::close(fd);
+  }
+  row_reader(const row_reader&) = delete;
+  row_reader& operator=(const row_reader&) = delete;
+
+  // Rows [r0, r1) as a tensor view [r1 - r0, V] of the same dtype.
+  [[nodiscard]] io::tensor_view rows(std::int64_t r0, std::int64_t r1, std::vector<std::byte>& buf) const {
+    io::tensor_view b;
+    b.dtype = t->dtype;
+    b.shape = {static_cast<std::uint64_t>(r1 - r0), static_cast<std::uint64_t>(vocab)};
+    b.source = t->source;
+    const std::size_t begin = static_cast<std::size_t>(r0 * vocab) * elem;
+    const std::size_t len = static_cast<std::size_t>((r1 - r0) * vocab) * elem;
+    if (fd < 0) {
+      b.bytes = t->bytes.subspan(begin, len);
+      return b;
+    }
+    buf.resize(len);
+    std::size_t got = 0;
+    while (got < len) {
+      const auto n = ::pread(fd, buf.data() + got, len - got, static_cast<off_t>(offset + begin + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {  // the file shrank or failed under us: read the mapping instead
+        b.bytes = t->bytes.subspan(begin, len);
+        return b;
+      }
+      got += static_cast<std::size_t>(n);
+    }
+    b.bytes = std::span<const std::byte>(buf.data(), len);
+    return b;
+  }
+};
 
 template <class T>
 bool aligned(const io::tensor_view& t) {
@@ -165,15 +230,16 @@ kl_report run_kl(const kl_probe_options& o) {
   const std::int64_t block =
       o.block_rows > 0 ? o.block_rows
                        : std::clamp<std::int64_t>((8 << 20) / std::max<std::int64_t>(1, row_bytes), 1, 4096);
-  // f32 (and aligned f64) rows are compared in place in the mapping; other dtypes are widened
-  // into per-thread buffers. Both give bit-identical results (compare_row_checked).
-  const bool direct_f32 = base.t.dtype == io::dtype::m_f32 && cand.t.dtype == io::dtype::m_f32 &&
-                          aligned<float>(base.t) && aligned<float>(cand.t);
-  const bool direct_f64 = base.t.dtype == io::dtype::m_f64 && cand.t.dtype == io::dtype::m_f64 &&
-                          aligned<double>(base.t) && aligned<double>(cand.t);
+  // f32 (and f64) rows are compared in place in the block buffer (or the mapping, when aligned);
+  // other dtypes are widened into per-thread buffers. Both give bit-identical results
+  // (compare_row_checked).
+  const bool direct_f32 = base.t.dtype == io::dtype::m_f32 && cand.t.dtype == io::dtype::m_f32;
+  const bool direct_f64 = base.t.dtype == io::dtype::m_f64 && cand.t.dtype == io::dtype::m_f64;
+  const row_reader read_base(base.t, v), read_cand(cand.t, v);
   const auto worker = [&] {
     metrics::kl_scratch scratch;
     std::vector<double> xb, xc;
+    std::vector<std::byte> buf_b, buf_c;
     if (!direct_f32 && !direct_f64) {
       xb.resize(static_cast<std::size_t>(v));
       xc.resize(static_cast<std::size_t>(v));
@@ -183,40 +249,46 @@ kl_report run_kl(const kl_probe_options& o) {
       const std::int64_t r0 = next.fetch_add(block);
       if (r0 >= n) break;
       const std::int64_t r1 = std::min(n, r0 + block);
-      // Ask for the block two claims ahead now, so its pages arrive while this one computes.
-      prefetch_rows(base.t, v, r0 + 2 * block, std::min(n, r0 + 3 * block));
-      prefetch_rows(cand.t, v, r0 + 2 * block, std::min(n, r0 + 3 * block));
+      if (read_base.fd < 0) prefetch_rows(base.t, v, r0 + 2 * block, std::min(n, r0 + 3 * block));
+      if (read_cand.fd < 0) prefetch_rows(cand.t, v, r0 + 2 * block, std::min(n, r0 + 3 * block));
+      const io::tensor_view bb = read_base.rows(r0, r1, buf_b), cb = read_cand.rows(r0, r1, buf_c);
+      const bool in_place = (direct_f32 && aligned<float>(bb) && aligned<float>(cb)) ||
+                            (direct_f64 && aligned<double>(bb) && aligned<double>(cb));
+      if (!in_place && xb.empty()) {
+        xb.resize(vs);
+        xc.resize(vs);
+      }
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::int64_t tok = tokens.empty() ? -1 : static_cast<std::int64_t>(tokens[r]);
         auto& out = rows[static_cast<std::size_t>(r)];
-        const auto at = static_cast<std::size_t>(r) * vs;
+        const auto at = static_cast<std::size_t>(r - r0) * vs;  // within the block
         bool ok = false;
-        if (direct_f32) {
-          const auto* pb = reinterpret_cast<const float*>(base.t.bytes.data()) + at;
-          const auto* pc = reinterpret_cast<const float*>(cand.t.bytes.data()) + at;
+        if (in_place && direct_f32) {
+          const auto* pb = reinterpret_cast<const float*>(bb.bytes.data()) + at;
+          const auto* pc = reinterpret_cast<const float*>(cb.bytes.data()) + at;
           ok = metrics::compare_row_checked(std::span<const float>(pb, vs),
                                             std::span<const float>(pc, vs), o.topk, tok, scratch, out);
-        } else if (direct_f64) {
-          const auto* pb = reinterpret_cast<const double*>(base.t.bytes.data()) + at;
-          const auto* pc = reinterpret_cast<const double*>(cand.t.bytes.data()) + at;
+        } else if (in_place) {
+          const auto* pb = reinterpret_cast<const double*>(bb.bytes.data()) + at;
+          const auto* pc = reinterpret_cast<const double*>(cb.bytes.data()) + at;
           ok = metrics::compare_row_checked(std::span<const double>(pb, vs),
                                             std::span<const double>(pc, vs), o.topk, tok, scratch, out);
         } else {
-          base.t.decode(static_cast<std::uint64_t>(at), xb);
-          cand.t.decode(static_cast<std::uint64_t>(at), xc);
+          bb.decode(static_cast<std::uint64_t>(at), xb);
+          cb.decode(static_cast<std::uint64_t>(at), xc);
           ok = metrics::compare_row_checked(std::span<const double>(xb), std::span<const double>(xc),
                                             o.topk, tok, scratch, out);
         }
         if (!ok) {  // rare: find and log the positions, on widened copies of the rows
           std::vector<double> wb(vs), wc(vs);
-          base.t.decode(static_cast<std::uint64_t>(at), wb);
-          cand.t.decode(static_cast<std::uint64_t>(at), wc);
+          bb.decode(static_cast<std::uint64_t>(at), wb);
+          cb.decode(static_cast<std::uint64_t>(at), wc);
           bad.add("base", r, wb);
           bad.add("candidate", r, wc);
         }
       }
-      release_rows(base.t, v, r0, r1);
-      release_rows(cand.t, v, r0, r1);
+      if (read_base.fd < 0) release_rows(base.t, v, r0, r1);
+      if (read_cand.fd < 0) release_rows(cand.t, v, r0, r1);
       if (o.progress) {
         std::lock_guard lock(progress_mu);
         done += r1 - r0;
@@ -228,8 +300,8 @@ kl_report run_kl(const kl_probe_options& o) {
   // for any thread count (tests/probes/test_kl_probe.cpp compares 1 and 2 threads).
   unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::int64_t>(threads, (n + block - 1) / block));
-  prefetch_rows(base.t, v, 0, std::min(n, 2 * block));
-  prefetch_rows(cand.t, v, 0, std::min(n, 2 * block));
+  if (read_base.fd < 0) prefetch_rows(base.t, v, 0, std::min(n, 2 * block));
+  if (read_cand.fd < 0) prefetch_rows(cand.t, v, 0, std::min(n, 2 * block));
   std::vector<std::jthread> pool;
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back(worker);
   worker();
