@@ -145,6 +145,77 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
   return r;
 }
 
+drift_result run_drift_decode_sweep(const provider_options& po, const std::vector<std::int64_t>& splits,
+                                    const std::vector<std::int64_t>& page_sizes, const drift_options& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::int64_t> sv = splits.empty() ? std::vector<std::int64_t>{0} : splits;
+  const std::vector<std::int64_t> pv = page_sizes.empty() ? std::vector<std::int64_t>{0} : page_sizes;
+  drift_result all;
+  const std::size_t n_series = sv.size() * pv.size();
+  std::size_t done_series = 0;
+  for (std::int64_t n : sv) {
+    for (std::int64_t p : pv) {
+      provider_options o = po;
+      if (n > 0) {
+        o.knobs.erase("split-size");
+        o.knobs["splits"] = std::to_string(n);
+      }
+      if (p > 0) o.knobs["page-size"] = std::to_string(p);
+      auto prov = make_attention_provider(o);
+      drift_options d = opts;
+      if (opts.on_point)
+        d.on_point = [&, done_series](std::size_t done, std::size_t total, std::int64_t seq) {
+          opts.on_point(done_series * total + done, n_series * total, seq);
+        };
+      drift_result r = run_drift(*prov, d);
+      drift_series s;
+      s.splits = n;
+      s.page_size = p;
+      s.provider = r.provider;
+      s.growth = r.growth;
+      s.points = r.points.size();
+      s.nan_points = r.nan_points;
+      s.breaches = r.breaches.size();
+      s.tile_pattern = r.tile_pattern;
+      s.pass = !r.gated_breach;
+      for (const auto& pt : r.points)
+        if (s.worst_seq == 0 || !(pt.kernel.rel_rms <= s.worst_rel_rms)) {
+          s.worst_rel_rms = pt.kernel.rel_rms;
+          s.worst_seq = pt.seq;
+        }
+      if (all.series.empty()) {
+        all.provider = r.provider;
+        all.tiles = r.tiles;
+        all.growth = r.growth;
+        all.tile_pattern = r.tile_pattern;
+      } else {
+        if (r.growth.slope > all.growth.slope) all.growth = r.growth;
+        if (r.tile_pattern != all.tile_pattern) {
+          // "none" next to a pattern keeps the pattern (the other series simply did not fail).
+          if (all.tile_pattern == "none") all.tile_pattern = r.tile_pattern;
+          else if (r.tile_pattern != "none") all.tile_pattern = "mixed";
+        }
+      }
+      for (auto& b : r.breaches) {
+        b.splits = n;
+        b.page_size = p;
+        all.breaches.push_back(b);
+      }
+      for (auto& e : r.point_errors) all.point_errors.push_back(e);
+      for (auto& pt : r.points) {
+        all.points.push_back(std::move(pt));
+        all.point_series.push_back(all.series.size());
+      }
+      all.nan_points += r.nan_points;
+      all.gated_breach = all.gated_breach || r.gated_breach;
+      all.series.push_back(std::move(s));
+      ++done_series;
+    }
+  }
+  all.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return all;
+}
+
 nlohmann::json to_json(const drift_result& r) {
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& p : r.points) {
@@ -153,15 +224,41 @@ nlohmann::json to_json(const drift_result& r) {
       j["key_tiles"] = (p.seq + r.tiles.k - 1) / r.tiles.k;
       j["seq_mod_tile"] = p.seq % r.tiles.k;
     }
+    if (!r.series.empty()) {
+      const auto& s = r.series[r.point_series[pts.size()]];
+      j["splits"] = s.splits;
+      j["page_size"] = s.page_size;
+      if (s.page_size > 0) j["seq_mod_page"] = p.seq % s.page_size;
+    }
     pts.push_back(std::move(j));
   }
   nlohmann::json breaches = nlohmann::json::array();
-  for (const auto& b : r.breaches)
-    breaches.push_back({{"seq", b.seq}, {"bound", b.bound}, {"measured", json_number(b.measured)}});
+  for (const auto& b : r.breaches) {
+    nlohmann::json j = {{"seq", b.seq}, {"bound", b.bound}, {"measured", json_number(b.measured)}};
+    if (!r.series.empty()) {
+      j["splits"] = b.splits;
+      j["page_size"] = b.page_size;
+    }
+    breaches.push_back(std::move(j));
+  }
   nlohmann::json errors = nlohmann::json::array();
   for (const auto& e : r.point_errors)
     errors.push_back({{"seq", e.seq}, {"case", e.case_id}, {"error", e.message}});
-  return {{"provider", r.provider},
+  nlohmann::json series = nlohmann::json::array();
+  for (const auto& s : r.series)
+    series.push_back({{"splits", s.splits},
+                      {"page_size", s.page_size},
+                      {"provider", s.provider},
+                      {"points", s.points},
+                      {"nan_points", s.nan_points},
+                      {"breaches", s.breaches},
+                      {"worst_rel_rms", json_number(s.worst_rel_rms)},
+                      {"worst_seq", s.worst_seq},
+                      {"growth_slope", json_number(s.growth.slope)},
+                      {"growth_verdict", s.growth.verdict},
+                      {"tile_pattern", s.tile_pattern},
+                      {"pass", s.pass}});
+  nlohmann::json out = {{"provider", r.provider},
           {"tile", {{"q", r.tiles.q}, {"k", r.tiles.k}}},
           {"points", pts},
           {"growth",
@@ -178,6 +275,8 @@ nlohmann::json to_json(const drift_result& r) {
           {"point_errors", errors},
           {"tile_pattern", r.tile_pattern},
           {"seconds", r.seconds}};
+  if (!r.series.empty()) out["series"] = series;
+  return out;
 }
 
 }  // namespace numprobe::probes

@@ -32,6 +32,22 @@ struct drift_breach {
   std::int64_t seq = 0;
   std::string bound;
   double measured = 0.0;
+  std::int64_t splits = 0, page_size = 0;  // decode sweeps: the series it belongs to (0: n/a)
+};
+
+// Decode sweeps (issue 9): one length sweep per (split count, page size) combination.
+struct drift_series {
+  std::int64_t splits = 0;     // 0: the provider's own setting
+  std::int64_t page_size = 0;  // 0: the provider's own setting
+  std::string provider;
+  metrics::growth_fit growth;
+  std::size_t points = 0;
+  std::int64_t nan_points = 0;
+  std::size_t breaches = 0;
+  double worst_rel_rms = 0.0;
+  std::int64_t worst_seq = 0;
+  std::string tile_pattern = "none";
+  bool pass = true;
 };
 
 // A point whose backend failed (exec command crashed, timed out, wrote garbage...): recorded,
@@ -55,9 +71,21 @@ struct drift_result {
   std::string tile_pattern = "none";
   bool gated_breach = false;  // a --bound was breached (exit 1)
   double seconds = 0.0;
+  // Decode sweeps only: the series, and for each point the index of its series.
+  std::vector<drift_series> series;
+  std::vector<std::size_t> point_series;
 };
 
 [[nodiscard]] drift_result run_drift(attention_provider& provider, const drift_options& opts);
+
+// `drift --decode` with lists: the length sweep once per (splits, page size) combination, on
+// the provider `po` with those knobs set (an empty list keeps the provider's own setting).
+// Points carry their series; the growth reported is the steepest series' fit; the tile pattern
+// is the series' common pattern, or "mixed".
+[[nodiscard]] drift_result run_drift_decode_sweep(const provider_options& po,
+                                                  const std::vector<std::int64_t>& splits,
+                                                  const std::vector<std::int64_t>& page_sizes,
+                                                  const drift_options& opts);
 
 [[nodiscard]] nlohmann::json to_json(const drift_result& r);
 

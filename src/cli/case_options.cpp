@@ -50,9 +50,11 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
   sub->add_flag("--keep", f.keep, "exec backends: keep each case's temporary directory");
   // Serving numerics (issue 9), emu backend.
   sub->add_flag("--decode", f.decode, "split-KV flash-decoding over a paged cache: --queries 1..8 over S keys");
-  sub->add_option("--splits", f.splits, "decode: KV splits per sequence (default 4)");
+  sub->add_option("--splits", f.splits, "decode: KV splits per sequence (default 4; drift: a comma list)")
+      ->delimiter(',');
   sub->add_option("--split-size", f.split_size, "decode: keys per split (a multiple of the key tile)");
-  sub->add_option("--page-size", f.page_size, "decode: KV cache page size (default 16)");
+  sub->add_option("--page-size", f.page_size, "decode: KV cache page size (default 16; drift: a comma list)")
+      ->delimiter(',');
   sub->add_option("--kv-format", f.kv_format, "fp8 KV: e4m3fn|e4m3fnuz|e5m2");
   sub->add_option("--kv-scale", f.kv_scale, "fp8 KV scale layout: tensor|head|channel|token");
   sub->add_option("--p-format", f.p_format, "quantize P to this fp8 format before P.V");
@@ -131,12 +133,19 @@ provider_options make_provider_options(const case_flags& f) {
   };
   if (f.decode) o.knobs["decode"] = "1";
   if (f.force_rescale) o.knobs["force-rescale"] = "1";
-  positive_knob("splits", f.splits);
+  auto single = [&](const char* name, const std::vector<std::int64_t>& v) -> std::int64_t {
+    if (v.size() > 1)
+      throw_input_error(std::string("--") + name, "a list of values is taken by drift only");
+    if (!v.empty() && v.front() <= 0)
+      throw_input_error(std::string("--") + name, fmt::format("must be positive, got {}", v.front()));
+    return v.empty() ? 0 : v.front();
+  };
+  positive_knob("splits", single("splits", f.splits));
   positive_knob("split-size", f.split_size);
-  positive_knob("page-size", f.page_size);
+  positive_knob("page-size", single("page-size", f.page_size));
   positive_knob("acc-promote", f.acc_promote);
-  if (!f.decode && (f.splits || f.split_size || f.page_size))
-    throw_input_error(f.splits ? "--splits" : f.split_size ? "--split-size" : "--page-size", "needs --decode");
+  if (!f.decode && (!f.splits.empty() || f.split_size || !f.page_size.empty()))
+    throw_input_error(!f.splits.empty() ? "--splits" : f.split_size ? "--split-size" : "--page-size", "needs --decode");
   if (!f.kv_format.empty()) o.knobs["kv-format"] = f.kv_format;
   if (!f.kv_scale.empty()) o.knobs["kv-scale"] = f.kv_scale;
   if (!f.p_format.empty()) o.knobs["p-format"] = f.p_format;
@@ -146,6 +155,28 @@ provider_options make_provider_options(const case_flags& f) {
     o.knobs["p-prescale"] = fmt::format("{:.17g}", f.p_prescale);
   }
   return o;
+}
+
+decode_sweep_lists take_decode_sweep_lists(case_flags& f) {
+  decode_sweep_lists l;
+  auto check = [](const char* name, const std::vector<std::int64_t>& v) {
+    for (auto x : v)
+      if (x <= 0) throw_input_error(std::string("--") + name, fmt::format("must be positive, got {}", x));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (v[i] == v[j]) throw_input_error(std::string("--") + name, fmt::format("{} is listed twice", v[i]));
+  };
+  check("splits", f.splits);
+  check("page-size", f.page_size);
+  if (!f.decode && (!f.splits.empty() || !f.page_size.empty()))
+    throw_input_error(!f.splits.empty() ? "--splits" : "--page-size", "needs --decode");
+  if (f.split_size && f.splits.size() > 1)
+    throw_input_error("--splits", "a list of split counts cannot be combined with --split-size");
+  l.splits = f.splits;
+  l.page_sizes = f.page_size;
+  f.splits.clear();
+  f.page_size.clear();
+  return l;
 }
 
 std::vector<bound> make_bounds(const case_flags& f) {

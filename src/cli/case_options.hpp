@@ -48,9 +48,10 @@ struct case_flags {
   std::string candidate;       // attention --candidate O.npy
   // serving numerics (issue 9): split-KV decode and fp8 attention (emu backend)
   bool decode = false;           // --decode: T = --queries (1..8) over S cached keys
-  std::int64_t splits = 0;       // --splits N
+  // --splits N and --page-size P; drift also takes comma lists (one sweep per combination).
+  std::vector<std::int64_t> splits;
   std::int64_t split_size = 0;   // --split-size KEYS
-  std::int64_t page_size = 0;    // --page-size P
+  std::vector<std::int64_t> page_size;
   std::string kv_format;         // --kv-format e4m3fn|e4m3fnuz|e5m2
   std::string kv_scale;          // --kv-scale tensor|head|channel|token
   std::string p_format;          // --p-format e4m3fn|e4m3fnuz|e5m2
@@ -64,6 +65,11 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help);
 // Builds the case from the flags (or from --case ID), with `seq` as S. Throws input errors.
 [[nodiscard]] attention_case make_case(const case_flags& f, std::int64_t seq);
 [[nodiscard]] provider_options make_provider_options(const case_flags& f);
+// drift --decode: the --splits and --page-size lists (validated, positive; empty when not given).
+struct decode_sweep_lists {
+  std::vector<std::int64_t> splits, page_sizes;
+};
+[[nodiscard]] decode_sweep_lists take_decode_sweep_lists(case_flags& f);
 [[nodiscard]] std::vector<bound> make_bounds(const case_flags& f);
 // --rows all|N|auto; auto = `auto_rows` (0 = all).
 [[nodiscard]] row_sampling make_sampling(const case_flags& f, std::int64_t auto_rows);

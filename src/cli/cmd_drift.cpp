@@ -40,15 +40,36 @@ std::string drift_csv(const probes::drift_result& r) {
 void print_drift(const probes::drift_result& r, const std::vector<bound>& bounds) {
   fmt::print("backend   {}   tile {}\n\n", r.provider,
              r.tiles.known() ? fmt::format("{}x{}", r.tiles.q, r.tiles.k) : "opaque");
-  text_table t({"seq", "tiles", "mod", "rel_rms", "max_abs", "naive", "ratio", "nan", "case"});
-  for (const auto& p : r.points) {
+  const bool series = !r.series.empty();
+  std::vector<std::string> cols{"seq", "tiles", "mod", "rel_rms", "max_abs", "naive", "ratio", "nan", "case"};
+  if (series) cols.insert(cols.begin(), {"splits", "page"});
+  text_table t(cols);
+  for (std::size_t i = 0; i < r.points.size(); ++i) {
+    const auto& p = r.points[i];
     const std::int64_t tk = r.tiles.known() ? r.tiles.k : 0;
-    t.add({std::to_string(p.seq), tk ? std::to_string((p.seq + tk - 1) / tk) : "-",
+    std::vector<std::string> pre;
+    if (series) {
+      const auto& s = r.series[r.point_series[i]];
+      pre = {s.splits ? std::to_string(s.splits) : "-", s.page_size ? std::to_string(s.page_size) : "-"};
+    }
+    auto row = std::vector<std::string>{std::to_string(p.seq), tk ? std::to_string((p.seq + tk - 1) / tk) : "-",
            tk ? std::to_string(p.seq % tk) : "-", sci(p.kernel.rel_rms), sci(p.kernel.max_abs),
            sci(p.naive.rel_rms), fixed3(p.ratio_to_naive),
-           std::to_string(p.kernel.nan_count + p.kernel.inf_count), p.case_id});
+           std::to_string(p.kernel.nan_count + p.kernel.inf_count), p.case_id};
+    row.insert(row.begin(), pre.begin(), pre.end());
+    t.add(row);
   }
   t.print();
+  if (!r.series.empty()) {
+    fmt::print("\n");
+    text_table st({"splits", "page", "points", "worst rel_rms", "at seq", "nan pts", "breaches", "slope", "result"});
+    for (const auto& s : r.series)
+      st.add({s.splits ? std::to_string(s.splits) : "default", s.page_size ? std::to_string(s.page_size) : "default",
+              std::to_string(s.points), sci(s.worst_rel_rms), std::to_string(s.worst_seq),
+              std::to_string(s.nan_points), std::to_string(s.breaches), fixed3(s.growth.slope),
+              s.pass ? "pass" : "FAIL"});
+    st.print();
+  }
   fmt::print("\ngrowth    slope {} +- {} (log rel_rms vs log key tiles, {} points)  verdict: {}\n",
              fixed3(r.growth.slope), fixed3(r.growth.slope_stderr), r.growth.points, r.growth.verdict);
   if (r.nan_points) fmt::print("NaN/Inf   {} points hold NaN or Inf in the output\n", r.nan_points);
@@ -93,7 +114,10 @@ void setup_drift(CLI::App& app) {
   sub->add_option("--points", *points, "tile | log:N | comma list of lengths")->capture_default_str();
   sub->add_option("--csv", *csv, "write the curve as CSV to PATH");
   sub->callback([flags, points, csv] {
-    const auto& f = *flags;
+    auto& f = *flags;
+    // --decode: --splits/--page-size lists give one length sweep per combination.
+    const auto lists = take_decode_sweep_lists(f);
+    const bool sweep = f.decode && (!lists.splits.empty() || !lists.page_sizes.empty());
     const auto [lo, hi] = parse_range(f.seq);
     probes::drift_options o;
     o.base = make_case(f, hi);  // validates the flags once, at the longest length
@@ -103,12 +127,14 @@ void setup_drift(CLI::App& app) {
     o.bounds = make_bounds(f);
     o.probe.sampling = make_sampling(f, 64);
     o.probe.end_to_end = !f.no_e2e;
-    auto prov = make_attention_provider(make_provider_options(f));
+    const auto po = make_provider_options(f);
+    auto prov = make_attention_provider(po);
     progress_bar bar;
     o.on_point = [&bar](std::size_t done, std::size_t total, std::int64_t seq) {
       bar.update(done, total, fmt::format("seq {}", seq));
     };
-    const auto r = probes::run_drift(*prov, o);
+    const auto r = sweep ? probes::run_drift_decode_sweep(po, lists.splits, lists.page_sizes, o)
+                         : probes::run_drift(*prov, o);
     bar.finish();
     if (f.json != "-") print_drift(r, o.bounds);
     if (!csv->empty()) write_text_file(*csv, drift_csv(r));

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   cli::setup_attention(app);
   cli::setup_drift(app);
   cli::setup_bisect(app);
+  cli::setup_kvcache(app);
   cli::setup_softmax(app);
   cli::setup_scan(app);
   cli::setup_kl(app);

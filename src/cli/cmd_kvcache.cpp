@@ -1,0 +1,155 @@
+// `numprobe kvcache`: the FP8 KV-cache study (issue 9). Clipping against rounding error of an
+// fp8 KV cache, per format, scale layout, scale multiplier and context length, with outlier
+// tokens that only long contexts contain.
+#include <fmt/format.h>
+#include <memory>
+
+#include "numprobe/core/error.hpp"
+#include "probes/kvcache_probe.hpp"
+#include "src/cli/case_options.hpp"
+#include "src/cli/command.hpp"
+#include "src/cli/table.hpp"
+
+namespace numprobe::cli {
+namespace {
+
+template <class T, class F>
+std::vector<T> parse_list(const std::string& text, const std::string& flag, F parse_one) {
+  std::vector<T> out;
+  std::string_view rest = text;
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string item(rest.substr(0, comma));
+    if (item.empty()) throw_input_error(flag, fmt::format("empty item in '{}'", text));
+    out.push_back(parse_one(item));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return out;
+}
+
+double parse_number(const std::string& s, const std::string& flag) {
+  // 2^-4 style powers of two, or a plain number.
+  try {
+    std::size_t used = 0;
+    double v = 0;
+    if (s.rfind("2^", 0) == 0) {
+      v = std::ldexp(1.0, std::stoi(s.substr(2), &used));
+      used += 2;
+    } else {
+      v = std::stod(s, &used);
+    }
+    if (used != s.size()) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::exception&) {
+    throw_input_error(flag, fmt::format("not a number: '{}'", s));
+  }
+}
+
+void print_kvcache(const probes::kvcache_result& r, bool all_multipliers) {
+  fmt::print("context   {} tokens, {} outlier tokens (x{:g}, rate {:g} past position {}), static scales "
+             "calibrated on the first {} tokens\n\n",
+             r.context, r.outlier_positions.size(), r.options.outlier_scale, r.options.outlier_rate,
+             r.options.outlier_after, r.calib_tokens);
+  text_table t({"format", "scale", "mult", "seq", "outl", "K clip%", "K clip", "K round", "V clip", "V round",
+                "O clip", "O round", "O total", "bound", "result"});
+  const auto& ms = r.options.multipliers;
+  for (const auto& p : r.points) {
+    if (!all_multipliers && ms.size() > 1) {
+      // The table shows the multiplier nearest 1 for every length, and the whole sweep at the
+      // longest length.
+      double nearest = ms.front();
+      for (double m : ms)
+        if (std::fabs(std::log2(m)) < std::fabs(std::log2(nearest))) nearest = m;
+      if (p.multiplier != nearest && p.seq != r.context) continue;
+    }
+    t.add({std::string(formats::name(p.format)), std::string(emu::to_string(p.layout)), fmt::format("{:g}", p.multiplier),
+           std::to_string(p.seq), std::to_string(p.outlier_tokens),
+           fmt::format("{:.3g}", p.k.elements ? 100.0 * static_cast<double>(p.k.clipped) / static_cast<double>(p.k.elements) : 0.0),
+           sci(p.k.clip_rel_rms), sci(p.k.round_rel_rms), sci(p.v.clip_rel_rms), sci(p.v.round_rel_rms),
+           sci(p.out_clip_rel_rms), sci(p.out_round_rel_rms), sci(p.out_rel_rms), fmt::format("{:.3g}", p.bound),
+           p.fails ? "FAIL (" + p.dominant + ")" : "pass"});
+  }
+  t.print();
+  fmt::print("\nsummary   {}\n", r.summary.text);
+  fmt::print("time      {:.1f} s\n", r.seconds);
+}
+
+}  // namespace
+
+void setup_kvcache(CLI::App& app) {
+  struct flags_t {
+    std::string seq = "1024,4096,16384,65536,131072";
+    std::string formats = "e4m3fn,e4m3fnuz,e5m2";
+    std::string layouts = "tensor,head,channel,token";
+    std::string mults = "2^-4,2^-2,1,2^2,2^4";
+    std::string dist = "llm";
+    std::string dtype = "bf16";
+    std::int64_t queries = 4, heads = 4, kv_heads = 2, head_dim = 64, calib = 4096, outlier_after = 16384;
+    double outlier_rate = 1e-4, outlier_scale = 64.0, bound = 0.0;
+    std::uint64_t seed = 7;
+    std::string json;
+    bool all = false;
+  };
+  auto f = std::make_shared<flags_t>();
+  auto* sub = app.add_subcommand("kvcache", "fp8 KV cache: clipping vs rounding error by scale, layout and length");
+  sub->add_option("--seq", f->seq, "context lengths, comma list (up to 131072 and beyond)")->capture_default_str();
+  sub->add_option("--kv-format", f->formats, "fp8 formats, comma list: e4m3fn|e4m3fnuz|e5m2|e5m2fnuz")
+      ->capture_default_str();
+  sub->add_option("--kv-scale", f->layouts, "scale layouts, comma list: tensor|head|channel|token")
+      ->capture_default_str();
+  sub->add_option("--scale-mult", f->mults, "multipliers of the amax-based scale, comma list (2^k or numbers)")
+      ->capture_default_str();
+  sub->add_option("--calib", f->calib, "static scales from the first N tokens (0: the whole context)")
+      ->capture_default_str();
+  sub->add_option("--dist", f->dist, "K/V distribution: llm|normal|uniform|...")->capture_default_str();
+  sub->add_option("--outlier-rate", f->outlier_rate, "outlier tokens per token past --outlier-after")
+      ->capture_default_str();
+  sub->add_option("--outlier-after", f->outlier_after, "outlier tokens appear only at positions >= this")
+      ->capture_default_str();
+  sub->add_option("--outlier-scale", f->outlier_scale, "an outlier token's K and V rows are multiplied by this")
+      ->capture_default_str();
+  sub->add_option("--queries", f->queries, "query vectors per head")->capture_default_str();
+  sub->add_option("--heads", f->heads, "query heads")->capture_default_str();
+  sub->add_option("--kv-heads", f->kv_heads, "KV heads")->capture_default_str();
+  sub->add_option("--head-dim", f->head_dim, "head dimension")->capture_default_str();
+  sub->add_option("--dtype", f->dtype, "dtype of the K/V activations before the cache")->capture_default_str();
+  sub->add_option("--seed", f->seed, "input seed")->capture_default_str();
+  sub->add_option("--bound", f->bound, "output rel_rms bound (default: the format's unit roundoff)");
+  sub->add_flag("--all", f->all, "table: every multiplier at every length");
+  sub->add_option("--json", f->json, "write JSON to PATH (- for stdout)");
+  sub->callback([f] {
+    probes::kvcache_options o;
+    o.seqs = parse_list<std::int64_t>(f->seq, "--seq", [](const std::string& s) { return parse_positive(s, "--seq"); });
+    o.formats = parse_list<formats::format_id>(f->formats, "--kv-format",
+                                               [](const std::string& s) { return formats::parse_format(s, "--kv-format"); });
+    o.layouts = parse_list<emu::kv_scale_layout>(f->layouts, "--kv-scale",
+                                                 [](const std::string& s) { return emu::parse_kv_scale(s); });
+    o.multipliers = parse_list<double>(f->mults, "--scale-mult",
+                                       [](const std::string& s) { return parse_number(s, "--scale-mult"); });
+    o.calib = f->calib;
+    o.outlier_rate = f->outlier_rate;
+    o.outlier_after = f->outlier_after;
+    o.outlier_scale = f->outlier_scale;
+    if (f->bound != 0.0) o.bound = f->bound;
+    o.base.dist = parse_dist(f->dist);
+    o.base.dtype = formats::parse_format(f->dtype, "--dtype");
+    o.base.queries = f->queries;
+    o.base.heads = f->heads;
+    o.base.kv_heads = f->kv_heads;
+    o.base.head_dim = f->head_dim;
+    o.base.seed = f->seed;
+    if (f->queries < 1 || f->queries > 64) throw_input_error("--queries", "must be in [1, 64]");
+    const auto r = probes::run_kvcache(o);
+    if (f->json != "-") print_kvcache(r, f->all);
+    if (!f->json.empty()) {
+      auto doc = json_envelope("kvcache", f->seed);
+      doc.update(probes::to_json(r));
+      write_json(f->json, doc);
+    }
+    // A study reports failing configurations; only an explicit --bound gates the exit code.
+    exit_status() = f->bound != 0.0 && r.summary.failures > 0 ? 1 : 0;
+  });
+}
+
+}  // namespace numprobe::cli
