@@ -209,33 +209,21 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
       for (std::int64_t br = 0; br < g.grid_rows; ++br) {
         const std::int64_t r0 = br * g.block_rows, h = std::min(g.block_rows, nr - r0);
         const std::int64_t at_before = p.sums.max_err_at;
-        fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums);
-        // Counts without branches (outlier blocks are common under NVFP4/MXFP4, so a branch
-        // on them mispredicts); only a new worst block branches.
-        std::int64_t flushed = 0, clipped = 0, under = 0, outliers = 0, outlier_flushed = 0;
-        const bool scaled = c.kind != scheme_kind::m_none;
-        for (const auto& b : blocks) {
-          // is_outlier_block, with & instead of && (no branch per condition).
-          const bool outlier = scaled & !b.scale_underflow & (b.argmax >= 0) & (b.flushed > 0) &
-                               (b.rows * b.cols > 1);
-          flushed += b.flushed;
-          clipped += b.clipped;
-          under += b.scale_underflow ? 1 : 0;
-          outliers += outlier ? 1 : 0;
-          outlier_flushed += outlier ? b.flushed : 0;
-          const bool worse = (b.flushed > p.outlier.flushed) |
-                             ((b.flushed == p.outlier.flushed) & (b.amax > p.outlier.amax));
-          if (outlier & (!p.have_outlier | worse)) {  // worse_outlier, branch-free
+        formats::detail::fast_strip_summary sum;  // its flush blocks are is_outlier_block's
+        fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums, &sum);
+        p.blocks += static_cast<std::int64_t>(blocks.size());
+        p.flushed += sum.flushed;
+        p.clipped += sum.clipped;
+        p.scale_underflow += sum.scale_underflow;
+        p.outlier_blocks += sum.flush_blocks;
+        p.outlier_flushed += sum.flush_blocks_flushed;
+        if (sum.worst >= 0) {
+          const auto& b = blocks[static_cast<std::size_t>(sum.worst)];
+          if (!p.have_outlier || worse_outlier(b, p.outlier)) {
             p.outlier = b;
             p.have_outlier = true;
           }
         }
-        p.blocks += static_cast<std::int64_t>(blocks.size());
-        p.flushed += flushed;
-        p.clipped += clipped;
-        p.scale_underflow += under;
-        p.outlier_blocks += outliers;
-        p.outlier_flushed += outlier_flushed;
         if (p.sums.max_err_at != at_before)
           p.max_err_block = blocks[static_cast<std::size_t>((p.sums.max_err_at % cols) / g.block_cols)];
       }

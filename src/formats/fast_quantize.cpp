@@ -455,6 +455,21 @@ void strip_impl(const S& src, const element_rounding& er, double unit, double im
   }
 }
 
+// One block into a strip summary, without a branch per condition (flush blocks are common).
+inline void add_to_summary(bool scaled, const block_stats& b, std::int64_t index,
+                           const block_stats* worst, fast_strip_summary& s) {
+  const bool flush_block = scaled & !b.scale_underflow & (b.argmax >= 0) & (b.flushed > 0) &
+                           (b.rows * b.cols > 1);
+  s.flushed += b.flushed;
+  s.clipped += b.clipped;
+  s.scale_underflow += b.scale_underflow ? 1 : 0;
+  s.flush_blocks += flush_block ? 1 : 0;
+  s.flush_blocks_flushed += flush_block ? b.flushed : 0;
+  const bool worse = worst == nullptr || (b.flushed > worst->flushed) |
+                                             ((b.flushed == worst->flushed) & (b.amax > worst->amax));
+  if (flush_block & worse) s.worst = index;
+}
+
 // Block scales of a whole row computed four blocks at a time, where quantize()'s scalar rule
 // reduces to vector operations: NVFP4 with e4m3fn block scales (a division, then the e4m3fn
 // RNE rounding above, which equals round_to(e4m3fn, ., RNE, saturate) on finite non-negative
@@ -481,7 +496,7 @@ struct row_source {
 // Per-block values of one row (structure of arrays, reused across rows), and the row.
 struct row_scratch {
   std::vector<double> x;
-  std::vector<double> amax, scale, eff, div;
+  std::vector<double> amax, scale, eff, div, inv;
   std::vector<std::int64_t> argmax, code;
   std::vector<std::int64_t> underflow;  // 0 or -1 (a vector mask)
   std::vector<std::int32_t> flushed, clipped;
@@ -490,6 +505,7 @@ struct row_scratch {
     scale.resize(n);
     eff.resize(n);
     div.resize(n);
+    inv.resize(n);
     argmax.resize(n);
     code.resize(n);
     underflow.resize(n);
@@ -517,7 +533,7 @@ template <std::int64_t W, class S>
 bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, double unit,
               const std::function<void(block_stats&)>& scale_of, std::int64_t cols,
               std::int64_t row, std::int64_t bcols_rt, std::span<block_stats> blocks,
-              row_scratch& w, fast_error_sums& sums) {
+              row_scratch& w, fast_error_sums& sums, bool scaled, fast_strip_summary* summary) {
   lane_state st;
   const std::int64_t bcols = W > 0 ? W : bcols_rt;
   const auto nb = static_cast<std::int64_t>(blocks.size());
@@ -631,8 +647,15 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
     const double s = w.scale[jj];
     w.eff[jj] = unit * s;
     w.div[jj] = s == 0.0 ? k_inf : s;
+    // block_coder's rule: a normal power of two 2^(e - 1023) with a normal reciprocal, whose
+    // reciprocal is 2^(1023 - e), biased exponent 2046 - e (0: divide instead).
+    const auto u = std::bit_cast<std::uint64_t>(s);
+    const std::uint64_t e = (u >> 52) & 0x7FF;
+    const bool pow2 = (u & ((std::uint64_t{1} << 52) - 1)) == 0 && e >= 1 && e <= 2045 && s > 0;
+    w.inv[jj] = pow2 ? std::bit_cast<double>((2046 - e) << 52) : 0.0;
     max_eff = std::max(max_eff, w.eff[jj]);
   }
+  const double inv_unit = 1.0 / unit;  // unit is 1 or 2^-6: exact
   if (!(max_eff * er.max < k_inf)) return false;  // |dq| <= max * eff stays finite otherwise
 
   // Pass 2 (the same operations as code4, without masks: every element here is finite).
@@ -641,43 +664,41 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
   for (std::int64_t j = 0; j < nb; ++j) {
     const auto jj = static_cast<std::size_t>(j);
     const std::int64_t at = base + j * bcols;
-    const block_coder bc(w.scale[jj], unit);
-    const v4d eff = splat(bc.eff);
-    v4i counts = splat_i(0);
+    const double inv = w.inv[jj];
+    const v4d eff = splat(w.eff[jj]);
+    v4i flushes = splat_i(0), clips = splat_i(0);  // minus the count (a true mask lane is -1)
     const auto body = [&](v4d x, v4d t) {
       const v4d dq = er.round(t) * eff;
       const v4d d = dq - x;
       st.sx += x * x;
       st.se += d * d;
       st.maxe = vmax(st.maxe, vabs(d));
-      const v4i flush = (x != zero) & (dq == zero);
+      flushes += (x != zero) & (dq == zero);
       // Symmetric ranges (every float format): t > max or t < -max is |t| > max.
-      const v4i clip = symmetric ? v4i(vabs(t) > splat(er.max))
-                                 : v4i((t > splat(er.max)) | (t < splat(er.lowest)));
-      counts += (flush & splat_i(1)) | (clip & splat_i(std::int64_t{1} << 32));
+      clips += symmetric ? v4i(vabs(t) > splat(er.max))
+                         : v4i((t > splat(er.max)) | (t < splat(er.lowest)));
     };
-    if (bc.pow2 && bc.inv_unit == 1.0) {  // x * (1/s) * 1 is x * (1/s)
-      const v4d inv = splat(bc.inv);
+    if (inv != 0.0 && inv_unit == 1.0) {  // x * (1/s) * 1 is x * (1/s)
+      const v4d vinv = splat(inv);
       for (std::int64_t k = 0; k < bcols; k += 4) {
         const v4d x = src.load(at + k);
-        body(x, x * inv);
+        body(x, x * vinv);
       }
-    } else if (bc.pow2) {
-      const v4d inv = splat(bc.inv), inv_unit = splat(bc.inv_unit);
+    } else if (inv != 0.0) {
+      const v4d vinv = splat(inv), vinv_unit = splat(inv_unit);
       for (std::int64_t k = 0; k < bcols; k += 4) {
         const v4d x = src.load(at + k);
-        body(x, (x * inv) * inv_unit);
+        body(x, (x * vinv) * vinv_unit);
       }
     } else {
-      const v4d dv = splat(bc.div);
+      const v4d dv = splat(w.div[jj]);
       for (std::int64_t k = 0; k < bcols; k += 4) {
         const v4d x = src.load(at + k);
         body(x, x / dv);
       }
     }
-    const std::int64_t c = hsum(counts);
-    w.flushed[jj] = static_cast<std::int32_t>(c & 0xFFFFFFFF);
-    w.clipped[jj] = static_cast<std::int32_t>(c >> 32);
+    w.flushed[jj] = static_cast<std::int32_t>(-hsum(flushes));
+    w.clipped[jj] = static_cast<std::int32_t>(-hsum(clips));
   }
   sums.sum_sq += hsum(st.sx);
   sums.sum_sq_err += hsum(st.se);
@@ -718,6 +739,10 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
     b.clipped = w.clipped[jj];
     b.nonfinite = 0;
     b.scale_underflow = w.underflow[jj] != 0;
+    if (summary)
+      add_to_summary(scaled, b, j,
+                     summary->worst < 0 ? nullptr : &blocks[static_cast<std::size_t>(summary->worst)],
+                     *summary);
   }
   return true;
 }
@@ -728,7 +753,10 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
 template <class S>
 void fast_quantizer::strip_typed(const S& src, std::int64_t cols, std::int64_t row0,
                                  std::int64_t nrows, std::int64_t block_cols,
-                                 std::span<block_stats> blocks, fast_error_sums& sums) const {
+                                 std::span<block_stats> blocks, fast_error_sums& sums,
+                                 fast_strip_summary* summary) const {
+  if (summary) *summary = fast_strip_summary{};
+  const bool scaled = m_c.kind != scheme_kind::m_none;
   const auto er = rounding_of(m_integer, m_elem_max, m_elem_lowest, m_min_normal, m_sub_magic,
                               m_half_m1, m_drop, m_low_mask, false);
   const std::function<void(block_stats&)> scale_of = [this](block_stats& b) { block_scale(b); };
@@ -750,33 +778,40 @@ void fast_quantizer::strip_typed(const S& src, std::int64_t cols, std::int64_t r
     thread_local row_scratch w;
     const auto fast = [&] {
       switch (block_cols) {
-        case 16: return row_fast<16>(src, er, plan, m_unit, scale_of, cols, row0, 16, blocks, w, sums);
-        case 32: return row_fast<32>(src, er, plan, m_unit, scale_of, cols, row0, 32, blocks, w, sums);
+        case 16: return row_fast<16>(src, er, plan, m_unit, scale_of, cols, row0, 16, blocks, w, sums, scaled, summary);
+        case 32: return row_fast<32>(src, er, plan, m_unit, scale_of, cols, row0, 32, blocks, w, sums, scaled, summary);
         default:
-          return row_fast<0>(src, er, plan, m_unit, scale_of, cols, row0, block_cols, blocks, w, sums);
+          return row_fast<0>(src, er, plan, m_unit, scale_of, cols, row0, block_cols, blocks, w, sums, scaled,
+                             summary);
       }
     };
     if (fast()) return;
   }
   strip_impl(src, er, m_unit, imposed, scale_of, cols, row0, nrows, block_cols, blocks, sums);
+  if (summary)
+    for (std::size_t j = 0; j < blocks.size(); ++j)
+      add_to_summary(scaled, blocks[j], static_cast<std::int64_t>(j),
+                     summary->worst < 0 ? nullptr : &blocks[static_cast<std::size_t>(summary->worst)],
+                     *summary);
 }
 
 void fast_quantizer::strip(const void* data, fast_input in, std::int64_t cols, std::int64_t row0,
                            std::int64_t nrows, std::int64_t block_cols,
-                           std::span<block_stats> blocks, fast_error_sums& sums) const {
+                           std::span<block_stats> blocks, fast_error_sums& sums,
+                           fast_strip_summary* summary) const {
   switch (in) {
     case fast_input::m_f64:
       return strip_typed(source<double>{static_cast<const double*>(data)}, cols, row0, nrows,
-                         block_cols, blocks, sums);
+                         block_cols, blocks, sums, summary);
     case fast_input::m_f32:
       return strip_typed(source<float>{static_cast<const float*>(data)}, cols, row0, nrows,
-                         block_cols, blocks, sums);
+                         block_cols, blocks, sums, summary);
     case fast_input::m_bf16:
       return strip_typed(source<bf16_tag>{static_cast<const std::uint16_t*>(data)}, cols, row0,
-                         nrows, block_cols, blocks, sums);
+                         nrows, block_cols, blocks, sums, summary);
     case fast_input::m_f16:
       return strip_typed(source<_Float16>{static_cast<const _Float16*>(data)}, cols, row0,
-                         nrows, block_cols, blocks, sums);
+                         nrows, block_cols, blocks, sums, summary);
   }
 }
 

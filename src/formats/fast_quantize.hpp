@@ -35,6 +35,16 @@ struct fast_error_sums {
   std::int64_t nonfinite_inputs = 0, nonfinite_outputs = 0;
 };
 
+// Totals over a strip's blocks, and its flush blocks: blocks of more than one element, under a
+// scale (kind != none) that did not underflow, holding a finite element and at least one
+// flush (the scan probe's outlier blocks). worst: the index in the strip's span of the first
+// flush block with the most flushes, then the largest amax (-1: none).
+struct fast_strip_summary {
+  std::int64_t flushed = 0, clipped = 0, scale_underflow = 0;
+  std::int64_t flush_blocks = 0, flush_blocks_flushed = 0;
+  std::int64_t worst = -1;
+};
+
 class fast_quantizer {
  public:
   // Whether the fused path reproduces quantize() for this configuration.
@@ -58,9 +68,10 @@ class fast_quantizer {
   // entries, coordinates in `data`'s frame) as quantize() does, and adds the rows' error sums
   // to `sums` (max_err_at: flat index in `data`). The lanes of the sums are fixed by the
   // geometry alone, so the result does not depend on how callers spread strips over threads.
+  // With `summary`, also fills it for this strip (cheaper than a pass over `blocks`).
   void strip(const void* data, fast_input in, std::int64_t cols, std::int64_t row0,
              std::int64_t nrows, std::int64_t block_cols, std::span<block_stats> blocks,
-             fast_error_sums& sums) const;
+             fast_error_sums& sums, fast_strip_summary* summary = nullptr) const;
 
   // The dequantized value of a finite element x of block b (as quantize() would store it).
   [[nodiscard]] double dequant(double x, const block_stats& b) const;
@@ -70,7 +81,7 @@ class fast_quantizer {
   template <class S>
   void strip_typed(const S& src, std::int64_t cols, std::int64_t row0, std::int64_t nrows,
                    std::int64_t block_cols, std::span<block_stats> blocks,
-                   fast_error_sums& sums) const;
+                   fast_error_sums& sums, fast_strip_summary* summary) const;
 
   scheme_config m_c;
   double m_unit = 1.0;  // MXINT8: 2^-6
