@@ -53,6 +53,7 @@ struct check_runner {
 [[nodiscard]] check_runner bisect_runner();
 [[nodiscard]] check_runner softmax_runner();
 [[nodiscard]] check_runner kl_runner();
+[[nodiscard]] check_runner scan_runner();
 
 }  // namespace numprobe::scenario
 

@@ -11,6 +11,7 @@ const std::vector<check_runner>& check_runners() {
       bisect_runner(),
       softmax_runner(),
       kl_runner(),
+      scan_runner(),
   };
   return runners;
 }
