@@ -1,4 +1,4 @@
-// `quant --backend cuda|hip`: run the device quantize kernel on the probe's tensor and compare
+// `quant --backend cuda|hip|exec:CMD`: run the device (or external) quantize kernel on the probe's tensor and compare
 // its codes, block scales, zero points and tensor scale with the reference codec bit for bit.
 // A mismatch is a finding (a breach named "bit_exact"): each one must be explained by a
 // documented hardware rule or it is a bug (docs/gpu.md, "Quantize kernels").
@@ -14,7 +14,11 @@ namespace numprobe::probes {
 
 void check_quant_on_device(const quant_probe_options& o, quant_report& r, std::int64_t rows,
                            std::int64_t cols) {
-  auto prov = make_quant_provider(o.backend, o.device);
+  quant_exec_options eo;
+  eo.timeout_s = o.exec_timeout_s;
+  eo.keep = o.keep_temp;
+  eo.scheme_name = o.scheme_name;
+  auto prov = make_quant_provider(o.backend, o.device, eo);
   const std::string why = prov->unsupported(o.config);
   if (!why.empty()) throw_input_error("--backend " + o.backend, why + " (scheme " + o.scheme_name + ")");
   // The device takes fp32: compare against the reference on the same fp32 inputs.
@@ -42,7 +46,29 @@ void check_quant_on_device(const quant_probe_options& o, quant_report& r, std::i
   j["amax_ms"] = dev.amax_ms;
   j["inputs_rounded_to_f32"] = rounded;
   j["metadata"] = prov->metadata();
+  // exec: an optional dequant.npy, compared with the reference's exact dequantized values
+  // rounded to the file's dtype (float32: one rounding of an exact product; float64: exact).
+  std::int64_t dq_bad = 0;
+  if (!dev.dequant.empty()) {
+    nlohmann::json listed = nlohmann::json::array();
+    const auto& want_all = ref->dequant;
+    for (std::size_t i = 0; i < dev.dequant.size() && i < want_all.size(); ++i) {
+      const double want = dev.dequant_dtype == "float32" ? static_cast<double>(static_cast<float>(want_all[i]))
+                                                         : want_all[i];
+      const double got = dev.dequant[i];
+      if (std::isnan(want) && std::isnan(got)) continue;
+      if (std::isnan(got))
+        throw_backend_error(o.backend, fmt::format("dequant.npy: NaN at element {} where the "
+                                                   "reference dequantizes to {}", i, want));
+      if (got == want) continue;
+      ++dq_bad;
+      if (listed.size() < 20) listed.push_back({{"index", i}, {"input", xd.empty() ? r.input[i] : xd[i]},
+                                                {"candidate", got}, {"reference", want}});
+    }
+    j["dequant"] = {{"dtype", dev.dequant_dtype}, {"mismatches", dq_bad}, {"listed", listed}};
+  }
   r.device_check = std::move(j);
+  if (dq_bad > 0) r.breaches.push_back({"dequant_exact (candidate vs reference codec)", static_cast<double>(dq_bad)});
   const std::int64_t bad = chk.element_mismatches + chk.scale_mismatches +
                            chk.zero_point_mismatches + (chk.tensor_scale_match ? 0 : 1);
   if (bad > 0) r.breaches.push_back({"bit_exact (device vs reference codec)", static_cast<double>(bad)});

@@ -22,8 +22,10 @@ struct quant_probe_options {
   std::uint64_t seed = 7;
   std::vector<bound> bounds;
   std::size_t worst_count = 5;
-  std::string backend = "ref";  // ref | cuda | hip: cuda/hip also check the device kernel bit for bit
+  std::string backend = "ref";  // ref | cuda | hip | exec:CMD: also check that kernel bit for bit
   int device = 0;
+  double exec_timeout_s = 60.0;  // exec:CMD only (--exec-timeout, --keep)
+  bool keep_temp = false;
 };
 
 struct quant_metrics {

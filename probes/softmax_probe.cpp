@@ -11,6 +11,7 @@
 #include "numprobe/metrics/kl.hpp"
 #include "probes/attention_probe.hpp"  // json_number
 #include "probes/drift_probe.hpp"      // drift_lengths
+#include "probes/softmax_exec.hpp"
 #include "probes/softmax_gpu.hpp"
 #include "src/kernels/emu/looped_softmax.hpp"
 
@@ -111,9 +112,10 @@ std::unique_ptr<softmax_kernel> make_softmax_kernel(const softmax_kernel_options
   }
   if (o.backend == "emu") return std::make_unique<emu_softmax>(o);
   if (o.backend == "cuda") return make_cuda_softmax_kernel(o);
+  if (o.backend.rfind("exec:", 0) == 0) return make_exec_softmax_kernel(o);
   if (o.backend == "hip")
     throw_backend_error("--backend " + o.backend, "no HIP softmax provider in this build");
-  throw_input_error("--backend", fmt::format("unknown softmax backend '{}' (available: ref|emu|cuda)", o.backend));
+  throw_input_error("--backend", fmt::format("unknown softmax backend '{}' (available: ref|emu|cuda|exec:CMD)", o.backend));
 }
 
 softmax_errors compare_softmax(const softmax_output& cand, const softmax_output& ref, int topk) {

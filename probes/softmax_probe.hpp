@@ -31,11 +31,13 @@ class softmax_kernel {
 };
 
 struct softmax_kernel_options {
-  std::string backend = "emu";               // ref | emu
+  std::string backend = "emu";               // ref | emu | cuda | exec:CMD
   std::int64_t chunk = 1024;
   std::map<std::string, std::string> states;  // NAME=DTYPE (x, m, l, out, lse)
   std::vector<std::string> faults;
   bool exp2 = false;
+  double exec_timeout_s = 60.0;  // exec:CMD (probes/softmax_exec.hpp)
+  bool keep_temp = false;
 };
 
 // Throws an input error naming the flag (unknown backend, fault, state) or a backend error

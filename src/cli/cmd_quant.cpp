@@ -31,16 +31,24 @@ struct quant_flags {
   std::vector<std::string> bounds;
   std::string backend = "ref";
   std::size_t worst = 5;
+  double exec_timeout = 60.0;
+  bool keep = false;
 };
 
 probes::quant_probe_options make_options(const quant_flags& f) {
-  if (f.backend != "ref" && f.backend != "cuda" && f.backend != "hip") {
+  const bool exec = f.backend.rfind("exec:", 0) == 0;
+  if (f.backend != "ref" && f.backend != "cuda" && f.backend != "hip" && !exec) {
+    if (f.backend.rfind("exec-worker", 0) == 0)
+      throw_input_error("--backend", "quant runs one tensor: use exec:'CMD' (no worker mode)");
     if (f.backend == "emu")
       throw_backend_error("--backend", "quant has no '" + f.backend + "' backend in this build");
-    throw_input_error("--backend", "unknown backend '" + f.backend + "' (known: ref, cuda, hip)");
+    throw_input_error("--backend", "unknown backend '" + f.backend + "' (known: ref, cuda, hip, exec:CMD)");
   }
+  if (exec && !(f.exec_timeout > 0)) throw_input_error("--exec-timeout", "must be a positive number of seconds");
   probes::quant_probe_options o;
-  o.backend = f.backend;  // cuda|hip: the device kernel is checked bit for bit (quant_device.cpp)
+  o.backend = f.backend;  // cuda|hip|exec: the kernel is checked bit for bit (quant_device.cpp)
+  o.exec_timeout_s = f.exec_timeout;
+  o.keep_temp = f.keep;
   const auto& s = formats::find_scheme(f.scheme, "--scheme");
   o.scheme_name = std::string(s.name);
   o.config = s.defaults;
@@ -174,7 +182,11 @@ void setup_quant(CLI::App& app) {
   sub->add_option("--json", f->json, "write JSON to PATH ('-' for stdout)");
   sub->add_option("--dump", f->dump, "write codes.npy, scales.npy, dequant.npy into DIR");
   sub->add_option("--bound", f->bounds, "gate, e.g. sqnr_db>=20 or outlier_blocks<=0 (repeatable)");
-  sub->add_option("--backend", f->backend, "implementation under test")->capture_default_str();
+  sub->add_option("--backend", f->backend,
+                  "implementation under test: ref | cuda | hip | exec:'CMD {in}' (examples/exec)")
+      ->capture_default_str();
+  sub->add_option("--exec-timeout", f->exec_timeout, "exec backend: seconds per run")->capture_default_str();
+  sub->add_flag("--keep", f->keep, "exec backend: keep the case directory");
   sub->add_option("--worst", f->worst, "how many worst blocks to list")->capture_default_str();
   sub->callback([f] {
     const auto o = make_options(*f);

@@ -196,6 +196,17 @@ std::string quote_words(const std::vector<std::string>& words) {
   return out;
 }
 
+void run_case_command(const std::vector<std::string>& argv_in, const std::string& dir,
+                      double timeout_s, const std::string& who) {
+  const auto argv = substitute(argv_in, dir, dir, dir + "/case.json");
+  const std::string log = dir + "/exec.log";
+  const auto r = run_process(argv, timeout_s, log);
+  if (r.exec_errno == 0 && !r.timed_out && r.exited && r.exit_code == 0) return;
+  const std::string tail = tail_lines(log, 6);
+  throw_backend_error(who, fmt::format("command '{}' {}{}", quote_words(argv), describe(r, timeout_s),
+                                       tail.empty() ? "" : "; last output lines: " + tail));
+}
+
 std::string make_temp_dir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
   std::string templ = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";

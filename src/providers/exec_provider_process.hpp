@@ -43,6 +43,12 @@ struct process_result {
 // Quotes words for messages (so a user can paste the command into a shell).
 [[nodiscard]] std::string quote_words(const std::vector<std::string>& words);
 
+// Runs one case's command (argv with {in}/{out} = dir and {case} = dir/case.json substituted),
+// output to dir/exec.log. Throws a backend error (exit 3) prefixed with `who` when the command
+// cannot start, exits non-zero, is killed or times out, quoting its last output lines.
+void run_case_command(const std::vector<std::string>& argv, const std::string& dir,
+                      double timeout_s, const std::string& who);
+
 // A fresh private directory under $TMPDIR (or /tmp) named prefix-XXXXXX.
 [[nodiscard]] std::string make_temp_dir(const std::string& prefix);
 void remove_tree(const std::string& path) noexcept;

@@ -123,7 +123,9 @@ std::uint32_t float_bits(double v) {
 
 }  // namespace
 
-std::unique_ptr<quant_provider> make_quant_provider(const std::string& backend, int device) {
+std::unique_ptr<quant_provider> make_quant_provider(const std::string& backend, int device,
+                                                    const quant_exec_options& exec) {
+  if (backend.rfind("exec:", 0) == 0) return make_exec_quant_provider(backend, exec);
   if (backend == "cuda") {
 #if NUMPROBE_HAVE_CUDA
     if (gpu::cuda_api().device_count() == 0)
@@ -143,7 +145,7 @@ std::unique_ptr<quant_provider> make_quant_provider(const std::string& backend, 
     throw_backend_error("--backend hip", "the hip backend is not compiled into this build");
 #endif
   }
-  throw_input_error("--backend", "quantize runs on ref, cuda or hip, not '" + backend + "'");
+  throw_input_error("--backend", "quantize runs on ref, cuda, hip or exec:CMD, not '" + backend + "'");
 }
 
 quant_bit_check compare_quant(const formats::quant_result& ref, const quant_device_output& dev,

@@ -20,6 +20,8 @@ struct quant_device_output {
   std::vector<std::uint32_t> scale_codes;  // per block; a per-tensor scheme stores one
   std::vector<std::uint8_t> zero_points;   // asymmetric schemes
   double tensor_scale = 1.0;               // NVFP4 s_t (fp32)
+  std::vector<double> dequant;             // exec: the optional dequant.npy (empty without)
+  std::string dequant_dtype;               // its dtype (float32 or float64)
   double kernel_ms = 0.0, amax_ms = 0.0;
   std::string conversion;                  // how the device converts (hardware rule or software)
 };
@@ -38,10 +40,24 @@ class quant_provider {
   [[nodiscard]] virtual nlohmann::json metadata() const { return nlohmann::json::object(); }
 };
 
-// "cuda" (and "hip" where built). Throws a backend error (exit 3) when the backend is not
+// Settings of `--backend exec:'CMD'` for quant (examples/exec/README.md, "quant").
+struct quant_exec_options {
+  double timeout_s = 60.0;
+  bool keep = false;         // keep the case directory (named in errors and in the metadata)
+  std::string scheme_name;   // written to case.json as "scheme"
+};
+
+// "cuda" (and "hip" where built), or "exec:CMD": an external program judged by the same
+// bit-for-bit check (x.npy + case.json in, codes.npy + scales.npy [+ zero_points.npy,
+// tensor_scale.npy, dequant.npy] out). Throws a backend error (exit 3) when the backend is not
 // compiled in or has no device, an input error (exit 2) for an unknown backend.
 [[nodiscard]] std::unique_ptr<quant_provider> make_quant_provider(const std::string& backend,
-                                                                  int device = 0);
+                                                                  int device = 0,
+                                                                  const quant_exec_options& exec = {});
+
+// The exec quant provider (src/providers/exec_provider_quant.cpp); `backend` is "exec:CMD".
+[[nodiscard]] std::unique_ptr<quant_provider> make_exec_quant_provider(const std::string& backend,
+                                                                       const quant_exec_options& o);
 
 struct quant_mismatch {
   std::string what;     // "element" | "scale" | "zero_point" | "tensor_scale"

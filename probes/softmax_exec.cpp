@@ -1,0 +1,178 @@
+#include "probes/softmax_exec.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+
+#include "numprobe/core/error.hpp"
+#include "numprobe/io/npy.hpp"
+#include "src/providers/exec_provider_process.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+std::string shape_text(const std::vector<std::uint64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+class exec_softmax final : public softmax_kernel {
+ public:
+  explicit exec_softmax(const softmax_kernel_options& o) : m_opts(o) {
+    m_command = o.backend.substr(o.backend.find(':') + 1);
+    if (m_command.empty())
+      throw_input_error("--backend exec", "expected exec:CMD, e.g. exec:'python3 adapter.py {in}'");
+    m_argv = exec::split_command(m_command, "--backend exec");
+    if (!(o.exec_timeout_s > 0)) throw_input_error("--exec-timeout", "must be a positive number of seconds");
+    if (!o.faults.empty()) throw_input_error("--inject", "an exec backend has no injectable faults");
+    if (!o.states.empty()) throw_input_error("--state", "an exec backend has no state dtypes");
+    if (o.exp2) throw_input_error("--exp2", "an exec backend computes as it does; --exp2 does not apply");
+  }
+
+  std::string name() const override { return fmt::format("exec[{}]", m_command); }
+  std::int64_t chunk() const override { return 0; }
+
+  softmax_output run(const softmax_case& c, std::span<const double> logits,
+                     std::span<const std::int64_t> rows) override {
+    const std::string dir = exec::make_temp_dir("numprobe-softmax");
+    const std::string who = "exec backend, case " + c.id();
+    try {
+      write_case(dir, c, logits, rows);
+      exec::run_case_command(m_argv, dir, m_opts.exec_timeout_s, who);
+      auto out = read_outputs(dir, c, logits, rows, who);
+      finish(dir);
+      return out;
+    } catch (const error& e) {
+      finish(dir);
+      if (!m_opts.keep_temp) throw;
+      throw error(e.code(), "", fmt::format("{} (files kept in {})", e.what(), dir));
+    }
+  }
+
+  nlohmann::json metadata() const override {
+    return {{"command", m_command}, {"timeout_s", m_opts.exec_timeout_s}, {"outputs", m_read}};
+  }
+
+ private:
+  void write_case(const std::string& dir, const softmax_case& c, std::span<const double> logits,
+                  std::span<const std::int64_t> rows) const {
+    const auto r = static_cast<std::uint64_t>(rows.size()), v = static_cast<std::uint64_t>(c.vocab);
+    const std::vector<std::uint64_t> shape{r, v};
+    const bool f64 = c.dtype == formats::format_id::m_f64;
+    if (f64) io::write_npy(dir + "/x.npy", shape, std::vector<double>(logits.begin(), logits.end()));
+    else io::write_npy(dir + "/x.npy", shape, std::vector<float>(logits.begin(), logits.end()));  // exact
+    nlohmann::json targets = nlohmann::json::array(), ids = nlohmann::json::array();
+    for (auto row : rows) {
+      targets.push_back(softmax_target(c, row));
+      ids.push_back(row);
+    }
+    const nlohmann::json j = {{"format", "numprobe-case"},
+                              {"version", 1},
+                              {"op", "softmax"},
+                              {"case", c.id()},
+                              {"vocab", c.vocab},
+                              {"rows", r},
+                              {"row_ids", ids},
+                              {"dtype", std::string(formats::name(c.dtype))},
+                              {"mask", std::string(to_string(c.mask))},
+                              {"masked", c.masked_count()},
+                              {"temperature", c.temperature},
+                              {"softcap", c.softcap},
+                              {"dist", std::string(to_string(c.dist))},
+                              {"seed", c.seed},
+                              {"targets", targets},
+                              {"inputs_dtype", f64 ? "float64" : "float32"},
+                              {"layout", {{"x", {r, v}}, {"y", {r, v}}, {"logp", {r, v}}, {"lse", {r}}}}};
+    std::ofstream out(dir + "/case.json");
+    out << j.dump(2) << "\n";
+    if (!out.flush()) throw_backend_error(dir + "/case.json", "write failed");
+  }
+
+  softmax_output read_outputs(const std::string& dir, const softmax_case& c,
+                              std::span<const double> logits, std::span<const std::int64_t> rows,
+                              const std::string& who) {
+    auto fail = [&](const std::string& file, const std::string& what) -> void {
+      throw_backend_error(who + ": " + dir + "/" + file, what);
+    };
+    const auto nr = static_cast<std::uint64_t>(rows.size()), v = static_cast<std::uint64_t>(c.vocab);
+    auto load = [&](const std::string& file, const std::vector<std::uint64_t>& want) {
+      io::tensor_view t;
+      try {
+        t = io::read_npy(dir + "/" + file);
+      } catch (const error& e) {
+        fail(file, fmt::format("not a readable .npy file ({})", e.what()));
+      }
+      using io::dtype;
+      if (t.dtype != dtype::m_f32 && t.dtype != dtype::m_f16 && t.dtype != dtype::m_f64 &&
+          t.dtype != dtype::m_bf16)
+        fail(file, fmt::format("dtype {} is not float32, float16, float64 or bfloat16", io::name(t.dtype)));
+      if (t.shape != want)
+        fail(file, fmt::format("shape {} where {} is expected", shape_text(t.shape), shape_text(want)));
+      auto x = t.to_doubles();
+      for (std::size_t i = 0; i < x.size(); ++i)
+        if (std::isnan(x[i]))
+          fail(file, want.size() == 2 ? fmt::format("NaN at row {}, entry {}", i / v, i % v)
+                                      : fmt::format("NaN at row {}", i));
+      return x;
+    };
+    const bool have_p = std::filesystem::exists(dir + "/y.npy");
+    const bool have_logp = std::filesystem::exists(dir + "/logp.npy");
+    const bool have_lse = std::filesystem::exists(dir + "/lse.npy");
+    if (!have_p && !have_logp) fail("y.npy", "the kernel wrote neither y.npy (probabilities) nor logp.npy");
+    softmax_output out = make_poisoned_softmax({rows.begin(), rows.end()}, c.vocab);
+    if (have_p) out.p = load("y.npy", {nr, v});
+    if (have_logp) out.logp = load("logp.npy", {nr, v});
+    if (!have_logp)
+      for (std::size_t i = 0; i < out.p.size(); ++i) out.logp[i] = std::log(out.p[i]);  // 0 -> -inf
+    if (!have_p)
+      for (std::size_t i = 0; i < out.logp.size(); ++i) out.p[i] = std::exp(out.logp[i]);
+    if (have_lse) {
+      out.lse = load("lse.npy", {nr});
+    } else {
+      // The LSE the kernel's output implies: z_max - log p(argmax), z the transformed logits.
+      for (std::size_t r = 0; r < nr; ++r) {
+        double best = -std::numeric_limits<double>::infinity();
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < v; ++i) {
+          const double x = logits[r * v + i];
+          if (x > best) best = x, at = i;
+        }
+        if (std::isinf(best) && best < 0) {
+          out.lse[r] = best;  // fully masked
+          continue;
+        }
+        double z = best;
+        if (c.softcap > 0) z = c.softcap * std::tanh(z / c.softcap);
+        z /= c.temperature;
+        out.lse[r] = z - out.logp[r * v + at];
+      }
+    }
+    for (std::size_t r = 0; r < nr; ++r) {
+      const std::int64_t t = softmax_target(c, rows[r]);
+      out.ce[r] = t >= 0 ? -out.logp[r * v + static_cast<std::size_t>(t)] : 0.0;
+    }
+    m_read = fmt::format("{}{}{}", have_p ? "y.npy (p) " : "", have_logp ? "logp.npy " : "",
+                         have_lse ? "lse.npy" : "(lse derived: z_max - log p(argmax))");
+    return out;
+  }
+
+  void finish(const std::string& dir) const {
+    if (!m_opts.keep_temp) exec::remove_tree(dir);
+  }
+
+  softmax_kernel_options m_opts;
+  std::string m_command;
+  std::vector<std::string> m_argv;
+  std::string m_read;
+};
+
+}  // namespace
+
+std::unique_ptr<softmax_kernel> make_exec_softmax_kernel(const softmax_kernel_options& o) {
+  return std::make_unique<exec_softmax>(o);
+}
+
+}  // namespace numprobe::probes
