@@ -161,9 +161,12 @@ struct variant_blocks {
 };
 
 // Quantizes rows [p0, p1) of x (times the outlier factor) three ways, adding to the sums.
-void quantize_block(const double* x, const std::vector<double>& factor, std::int64_t p0, std::int64_t p1,
-                    std::int64_t Hkv, std::int64_t D, emu::kv_scale_layout layout, const std::vector<double>& scales,
-                    format_id f, double fmax, variant_blocks& out, tensor_sums& sums) {
+// Returns the number of elements clipped in the block.
+std::int64_t quantize_block(const double* x, const std::vector<double>& factor, std::int64_t p0, std::int64_t p1,
+                            std::int64_t Hkv, std::int64_t D, emu::kv_scale_layout layout,
+                            const std::vector<double>& scales, format_id f, double fmax, variant_blocks& out,
+                            tensor_sums& sums) {
+  const std::int64_t clipped_before = sums.clipped;
   const std::size_t n = static_cast<std::size_t>((p1 - p0) * Hkv * D);
   out.clip.resize(n);
   out.round.resize(n);
@@ -195,6 +198,7 @@ void quantize_block(const double* x, const std::vector<double>& factor, std::int
       }
   }
   sums.elements += static_cast<std::int64_t>(n);
+  return sums.clipped - clipped_before;
 }
 
 }  // namespace
@@ -347,12 +351,20 @@ kvcache_result run_kvcache(const kvcache_options& o) {
     tensor_sums ksum, vsum;
     std::int64_t p0 = 0;
     std::size_t si = 0;
+    double short_round = 0.0;
+    // Until the first clipped element, the quantized K/V equal the rounded-only ones: the
+    // "both" state is the "round" state and is not updated separately.
+    bool both_is_round = true;
     for (std::int64_t p1 : cuts) {
-      quantize_block(sc.k, factor, p0, p1, sc.Hkv, sc.D, layout, ks, f, fmax, kb, ksum);
-      quantize_block(sc.v, factor, p0, p1, sc.Hkv, sc.D, layout, vs, f, fmax, vb, vsum);
+      const std::int64_t clipped = quantize_block(sc.k, factor, p0, p1, sc.Hkv, sc.D, layout, ks, f, fmax, kb, ksum) +
+                                   quantize_block(sc.v, factor, p0, p1, sc.Hkv, sc.D, layout, vs, f, fmax, vb, vsum);
+      if (both_is_round && clipped > 0) {
+        st_both = st_round;
+        both_is_round = false;
+      }
       attend_block(st_clip, sc, kb.clip.data(), vb.clip.data(), p1 - p0);
       attend_block(st_round, sc, kb.round.data(), vb.round.data(), p1 - p0);
-      attend_block(st_both, sc, kb.both.data(), vb.both.data(), p1 - p0);
+      if (!both_is_round) attend_block(st_both, sc, kb.both.data(), vb.both.data(), p1 - p0);
       if (si < seqs.size() && p1 == seqs[si]) {
         kvcache_point& pt = r.points[static_cast<std::size_t>(ci) * seqs.size() + si];
         pt.format = f;
@@ -365,8 +377,12 @@ kvcache_result run_kvcache(const kvcache_options& o) {
         pt.v = vsum.error();
         pt.out_clip_rel_rms = rel_rms(outputs(st_clip), exact[si]);
         pt.out_round_rel_rms = rel_rms(outputs(st_round), exact[si]);
-        pt.out_rel_rms = rel_rms(outputs(st_both), exact[si]);
-        pt.bound = o.bound ? *o.bound : formats::unit_roundoff(f);
+        pt.out_rel_rms = both_is_round ? pt.out_round_rel_rms : rel_rms(outputs(st_both), exact[si]);
+        // Default bound: twice the rounding-only error of the same configuration at the shortest
+        // length (a same-precision baseline, as drift's ratio criterion): the error a cache of
+        // this format and layout gives where nothing has grown yet.
+        if (si == 0) short_round = pt.out_round_rel_rms;
+        pt.bound = o.bound ? *o.bound : 2.0 * short_round;
         pt.fails = !(pt.out_rel_rms <= pt.bound);
         pt.dominant = pt.out_clip_rel_rms >= pt.out_round_rel_rms ? "clipping" : "rounding";
         ++si;

@@ -85,7 +85,7 @@ void setup_kvcache(CLI::App& app) {
     std::string mults = "2^-4,2^-2,1,2^2,2^4";
     std::string dist = "llm";
     std::string dtype = "bf16";
-    std::int64_t queries = 4, heads = 4, kv_heads = 2, head_dim = 64, calib = 4096, outlier_after = 16384;
+    std::int64_t queries = 2, heads = 4, kv_heads = 2, head_dim = 64, calib = 4096, outlier_after = 16384;
     double outlier_rate = 1e-4, outlier_scale = 64.0, bound = 0.0;
     std::uint64_t seed = 7;
     std::string json;
@@ -115,7 +115,7 @@ void setup_kvcache(CLI::App& app) {
   sub->add_option("--head-dim", f->head_dim, "head dimension")->capture_default_str();
   sub->add_option("--dtype", f->dtype, "dtype of the K/V activations before the cache")->capture_default_str();
   sub->add_option("--seed", f->seed, "input seed")->capture_default_str();
-  sub->add_option("--bound", f->bound, "output rel_rms bound (default: the format's unit roundoff)");
+  sub->add_option("--bound", f->bound, "output rel_rms bound (default: 2x the configuration's rounding-only error at the shortest length)");
   sub->add_flag("--all", f->all, "table: every multiplier at every length");
   sub->add_option("--json", f->json, "write JSON to PATH (- for stdout)");
   sub->callback([f] {
