@@ -258,7 +258,7 @@ std::vector<class_finding> classify(const classification_inputs& in) {
                                  err(x.outcome), err(X.before)));
       if (named && X.verdict != "ambiguous") sup = true;
     }
-    if (X.verdict == "all") {
+    if (X.verdict == "all" || X.verdict == "partial") {
       for (const auto& p : X.culprit)
         if (p != "acc") sup = true;
       f.evidence_for.push_back(X.text);

@@ -125,6 +125,18 @@ fp8_points_result separate_fp8_points(bisect_context& ctx, const attention_case&
     r.verdict = found.empty() ? "none" : "all";
     r.culprit = found;
   }
+  if (r.verdict == "none") {
+    // Nothing removes the failure, but a restoration may remove most of the error: a second
+    // cause is left (two faults at once). Points whose restoration alone cuts the error 10x or
+    // clears the NaN are named as a partial culprit; the rest of bisect looks for the other cause.
+    auto cuts = [&](const probe_outcome& o) {
+      if (before.nan) return o.nan == 0;
+      return o.nan == 0 && o.rel_rms <= 0.1 * before.rel_rms;
+    };
+    for (const auto& x : r.restorations)
+      if (x.points.size() == 1 && cuts(x.outcome)) r.culprit.push_back(x.points.front());
+    if (!r.culprit.empty()) r.verdict = "partial";
+  }
 
   const auto& po = ctx.base_provider();
   if (r.verdict == "one") {
@@ -135,6 +147,12 @@ fp8_points_result separate_fp8_points(bisect_context& ctx, const attention_case&
     for (const auto& p : r.culprit) m.push_back(fp8_point_meaning(p, po));
     r.text = fmt::format("fp8 points {} together: no single restoration removes the failure, all of them do",
                          fmt::format("{}", fmt::join(m, " and ")));
+  } else if (r.verdict == "partial") {
+    std::vector<std::string> m;
+    for (const auto& p : r.culprit) m.push_back(fp8_point_meaning(p, po));
+    r.text = fmt::format("fp8 point{} {} carr{} most of the error (restoring it cuts the error 10x or more) "
+                         "but the failure remains: another cause as well",
+                         m.size() > 1 ? "s" : "", fmt::format("{}", fmt::join(m, " and ")), m.size() > 1 ? "y" : "ies");
   } else if (r.verdict == "ambiguous") {
     r.text = fmt::format("ambiguous: restoring any of {} alone removes the failure", join(r.culprit));
   } else {

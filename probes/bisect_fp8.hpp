@@ -31,7 +31,9 @@ struct fp8_points_result {
   std::vector<fp8_restoration> restorations;  // singles first, then sets
   // one: a single restoration removes the failure; all: only restoring the culprit points
   // together does (they add up); ambiguous: several single restorations each remove it;
-  // none: restoring every point leaves the failure (not an fp8 quantization failure).
+  // partial: nothing removes it, but restoring the culprit points cuts the error 10x or more
+  // (another cause remains); none: restoring every point leaves the failure (not an fp8
+  // quantization failure).
   std::string verdict;
   std::vector<std::string> culprit;
   std::string text;

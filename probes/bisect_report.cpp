@@ -104,7 +104,7 @@ std::string culprit_text(const bisect_result& r) {
     return fmt::format("state {} held in too low a precision: upgrading it to f64 removes the failure",
                        join(parts, ", "));
   }
-  if (r.fp8.ran && !r.fp8.culprit.empty() && r.fp8.verdict != "ambiguous") return r.fp8.text;
+  if (r.fp8.ran && !r.fp8.culprit.empty() && (r.fp8.verdict == "one" || r.fp8.verdict == "all")) return r.fp8.text;
   if (r.decode.ran && !r.decode.merge_fault.empty())
     return fmt::format("decode {}: {}", r.decode.merge_fault, r.decode.text);
   if (r.classification != "unclassified" && r.classification != "ambiguous")
@@ -136,7 +136,7 @@ nlohmann::json to_json(const bisect_result& r, bool with_seconds) {
   j["candidates"] = r.candidates;
   if (!r.precision.culprit.empty())
     j["culprit"] = {{"kind", "state"}, {"states", r.precision.culprit}, {"text", culprit_text(r)}};
-  else if (r.failure_found && r.fp8.ran && !r.fp8.culprit.empty() && r.fp8.verdict != "ambiguous")
+  else if (r.failure_found && r.fp8.ran && !r.fp8.culprit.empty() && (r.fp8.verdict == "one" || r.fp8.verdict == "all"))
     j["culprit"] = {{"kind", "fp8_point"}, {"points", r.fp8.culprit}, {"text", culprit_text(r)}};
   else if (r.failure_found && r.decode.ran && !r.decode.merge_fault.empty())
     j["culprit"] = {{"kind", "decode_merge"}, {"fault", r.decode.merge_fault}, {"text", culprit_text(r)}};

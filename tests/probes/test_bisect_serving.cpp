@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "probes/bisect.hpp"
 
@@ -225,5 +226,27 @@ const decode_case k_decode_cases[] = {
 
 INSTANTIATE_TEST_SUITE_P(emu, bisect_decode, ::testing::ValuesIn(k_decode_cases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+
+namespace {
+
+// Two faults at once, an fp8 one and a rescale one: restoring K/V cuts the error by orders of
+// magnitude but leaves the failure ("partial"), and the later stages, run with K/V restored,
+// find the rescale fault. Both findings, or an honest "ambiguous"; never one confident class.
+TEST(bisect_fp8_mixed, fp8_and_rescale_faults_give_both_findings) {
+  fp8_case b{"mixed", input_dist::m_rescale_stress, F::m_bf16, 0.0, {{"kv-format", "e4m3fn"}, {"kv-scale", "token"}},
+             {"kv-scale-ignored", "skip-rescale"}, "rel_rms<=0.0625", 64, 2048, {"kv"}, ""};
+  const auto r = probes::run_bisect(fp8_options(b));
+  ASSERT_TRUE(r.failure_found) << describe(r);
+  EXPECT_EQ(r.fp8.verdict, "partial") << describe(r);
+  EXPECT_EQ(r.fp8.culprit, (std::vector<std::string>{"kv"})) << describe(r);
+  EXPECT_TRUE(r.fp8.rest_restored);
+  const std::set<std::string> got(r.candidates.begin(), r.candidates.end());
+  const std::set<std::string> both{"rescale or merge frame", "fp8 scaling"};
+  for (const auto& c : got) EXPECT_TRUE(both.count(c)) << "unexpected class " << c << describe(r);
+  EXPECT_TRUE(got == both || r.classification == "ambiguous") << describe(r);
+  EXPECT_NE(r.classification, "fp8 scaling");  // not one confident class for two faults
+}
 
 }  // namespace
