@@ -75,6 +75,9 @@ struct decode_settings {
   int splits = 4;                // --splits (the emulator's default)
   std::int64_t split_size = 0;   // --split-size: keys per split (then splits = ceil(S / size))
   gpu::kv_format kv = gpu::kv_format::m_input;
+  bool p_e4m3 = false;       // --p-format e4m3fn
+  double p_prescale = 1.0;   // --p-prescale
+  int acc_promote = 0;       // --acc-promote N
   [[nodiscard]] std::string kv_name() const {
     return kv == gpu::kv_format::m_e4m3_tensor ? "e4m3fn/tensor"
            : kv == gpu::kv_format::m_e4m3_head ? "e4m3fn/head"
@@ -84,6 +87,8 @@ struct decode_settings {
     std::string s = split_size > 0 ? fmt::format("decode,split-size={}", split_size)
                                    : fmt::format("decode,splits={}", splits);
     if (kv != gpu::kv_format::m_input) s += ",kv=" + kv_name();
+    if (p_e4m3) s += fmt::format(",p=e4m3fn,p-prescale={}", p_prescale);
+    if (acc_promote > 0) s += fmt::format(",acc-promote={}", acc_promote);
     return s;
   }
 };
@@ -106,7 +111,7 @@ decode_settings parse_decode_knobs(const provider_options& o, const std::string&
   };
   for (const auto& [name, value] : k) {
     if (name == "decode" || name == "splits" || name == "split-size" || name == "kv-format" ||
-        name == "kv-scale")
+        name == "kv-scale" || name == "p-format" || name == "p-prescale" || name == "acc-promote")
       continue;
     if (name == "page-size")
       throw_input_error("--page-size", fmt::format("the {} decode kernel reads a contiguous KV "
@@ -114,12 +119,13 @@ decode_settings parse_decode_knobs(const provider_options& o, const std::string&
                                                    vendor));
     throw_input_error("--" + name, fmt::format("not a knob of the {} kernels (they take --decode, "
                                                "--splits, --split-size, --kv-format e4m3fn, "
-                                               "--kv-scale tensor|head); use --backend emu",
+                                               "--kv-scale tensor|head, --p-format e4m3fn, "
+                                               "--p-prescale, --acc-promote); use --backend emu",
                                                vendor));
   }
   d.on = k.count("decode") > 0;
   if (!d.on)
-    for (const char* name : {"splits", "split-size", "kv-format", "kv-scale"})
+    for (const char* name : {"splits", "split-size", "kv-format", "kv-scale", "p-format", "p-prescale", "acc-promote"})
       if (k.count(name))
         throw_input_error(std::string("--") + name,
                           fmt::format("the {} forward kernel has no such knob; add --decode", vendor));
@@ -145,6 +151,24 @@ decode_settings parse_decode_knobs(const provider_options& o, const std::string&
   } else if (k.count("kv-scale")) {
     throw_input_error("--kv-scale", "needs --kv-format");
   }
+  if (k.count("p-format")) {
+    if (k.at("p-format") != "e4m3fn")
+      throw_input_error("--p-format", fmt::format("the {} decode kernel quantizes P to e4m3fn only, "
+                                                  "not '{}' (other formats: --backend emu)",
+                                                  vendor, k.at("p-format")));
+    d.p_e4m3 = true;
+  }
+  if (k.count("p-prescale")) {
+    if (!d.p_e4m3) throw_input_error("--p-prescale", "needs --p-format");
+    try {
+      d.p_prescale = std::stod(k.at("p-prescale"));
+    } catch (const std::exception&) {
+      throw_input_error("--p-prescale", fmt::format("not a number: '{}'", k.at("p-prescale")));
+    }
+    if (!(d.p_prescale > 0) || !std::isfinite(d.p_prescale) || d.p_prescale > 3.0e38)
+      throw_input_error("--p-prescale", "must be finite and > 0");
+  }
+  if (k.count("acc-promote")) d.acc_promote = static_cast<int>(integer("acc-promote", 1 << 30));
   return d;
 }
 
@@ -301,6 +325,9 @@ class gpu_attention_provider final : public attention_provider {
     d.k = r.k;
     d.v = r.v;
     d.kv = m_dec.kv;
+    d.p_e4m3 = m_dec.p_e4m3;
+    d.p_prescale = static_cast<float>(m_dec.p_prescale);
+    d.acc_promote = m_dec.acc_promote;
     std::vector<std::uint8_t> k8, v8;
     std::vector<float> ks, vs;
     if (m_dec.kv != gpu::kv_format::m_input) {
@@ -352,7 +379,12 @@ class gpu_attention_provider final : public attention_provider {
                                                   {"split_size", m_dec.split_size},
                                                   {"last_splits", m_last_splits},
                                                   {"kv", m_dec.kv_name()},
-                                                  {"p", "f32 (not rounded)"},
+                                                  {"p", m_dec.p_e4m3 ? nlohmann::json(fmt::format(
+                                                                           "e4m3fn for P.V after x{} (l: f32 P)",
+                                                                           m_dec.p_prescale))
+                                                                     : nlohmann::json("f32 (not rounded)")},
+                                                  {"acc_promote", m_dec.acc_promote},
+                                                  {"acc_mantissa_bits", m_dec.acc_promote > 0 ? 13 : 23},
                                                   {"merge", "natural-log LSE, empty splits skipped"}}
                                 : nlohmann::json(nullptr)},
             {"last_kernel_ms", m_last_kernel_ms}};

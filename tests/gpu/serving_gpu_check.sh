@@ -47,12 +47,12 @@ if ! skip tests; then
   grep -h "^\[decode-provider" "$OUT/test_gpu_quant_decode.log" | sort -k4 -g | tail -3 >> "$OUT/serving.log"
   grep -h "^\[plugin\]" "$OUT/test_gpu_plugin.log" | sort -k3 -g | tail -2 >> "$OUT/serving.log"
   grep -h "^\[softmax" "$OUT/test_gpu_softmax.log" | sort -t' ' -k4 -g | tail -4 >> "$OUT/serving.log"
-  grep -h "^\[softmax-fault\]\|^\[decode-provider-fp8\]" "$OUT"/test_gpu_*.log >> "$OUT/serving.log"
+  grep -h "^\[softmax-fault\]\|^\[decode-provider-fp8\]\|^\[decode-fp8p\]" "$OUT"/test_gpu_*.log | sort -u >> "$OUT/serving.log"
 fi
 
 run() {  # run CMD...: prints the command, its exit code and the output to cli.log
   echo "\$ $*" >> "$OUT/cli.log"
-  timeout 120 "$@" >> "$OUT/cli.log" 2>&1
+  timeout 60 "$@" >> "$OUT/cli.log" 2>&1
   local rc=$?
   echo "exit $rc" >> "$OUT/cli.log"
   log "exit $rc: ${*:2}"
@@ -63,6 +63,8 @@ if ! skip cli; then
   run "$NP" attention --decode --queries 8 --splits 64 --backend cuda --seq 40 --mask causal
   run "$NP" attention --decode --queries 2 --split-size 512 --backend cuda --seq 70000 --kv-format e4m3fn --kv-scale tensor
   run "$NP" attention --decode --queries 2 --splits 4 --backend cuda --seq 1000 --page-size 16
+  run "$NP" attention --decode --queries 4 --splits 1 --backend cuda --seq 4096 --p-format e4m3fn --p-prescale 448 --acc-promote 4
+  run "$NP" attention --queries 4 --backend emu --tile 64x128 --state p=f32 --seq 4096 --p-format e4m3fn --p-prescale 448 --acc-promote 4
   run "$NP" drift --decode --queries 1 --splits 16 --backend cuda --seq 128..16384 --points tile --json "$OUT/drift_decode.json"
   run "$NP" drift --backend "plugin:$PLUGIN" --seq 128..16384 --points tile --json "$OUT/drift_plugin.json"
   run "$NP" drift --backend cuda --seq 128..16384 --points tile --json "$OUT/drift_cuda.json"
@@ -97,5 +99,7 @@ if ! skip memcheck && command -v compute-sanitizer > /dev/null; then
   log "memcheck softmax rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log")"
   timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$NP" attention --backend "plugin:$PLUGIN" --seq 300 --heads 2 --kv-heads 1 >> "$OUT/memcheck.log" 2>&1
   log "memcheck plugin rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+  timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$NP" attention --decode --queries 3 --splits 5 --backend cuda --seq 700 --heads 2 --kv-heads 1 --p-format e4m3fn --acc-promote 2 >> "$OUT/memcheck.log" 2>&1
+  log "memcheck decode fp8-P rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
 fi
 log "done"

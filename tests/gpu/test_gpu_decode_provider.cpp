@@ -124,6 +124,61 @@ TEST(gpu_decode_provider_fp8, kv_e4m3_tensor_and_head) {
   }
 }
 
+// FP8 P and the fp8 accumulator model on the GPU, cross-checked against the emulation
+// (src/kernels/emu, knobs p-format, p-prescale, acc-promote) on the same case. The emulator runs
+// the forward schedule with the decode kernel's key tile (128) and P kept in fp32 before its
+// fp8 rounding (--state p=f32), as the GPU kernel does; one split. What still differs: fp32
+// score and exp rounding order (relative ~1e-6), which can flip an e4m3 rounding of P now and
+// then. Basis of the check: the GPU-vs-emulation difference must be small against the error
+// the fp8 quantization itself causes (emulation vs reference): at most 1/4 of it, and that
+// error must be real (the GPU's error is > 4x the bf16 naive baseline's).
+TEST(gpu_decode_provider_fp8, p_e4m3_and_acc_promotion_match_the_emulation) {
+  NUMPROBE_REQUIRE_GPU();
+  struct variant {
+    std::map<std::string, std::string> knobs;
+    double prescale;
+    std::int64_t promote;
+  };
+  const std::vector<variant> variants = {
+      {{{"p-format", "e4m3fn"}}, 1.0, 0},
+      {{{"p-format", "e4m3fn"}, {"p-prescale", "448"}}, 448.0, 0},
+      {{{"p-format", "e4m3fn"}, {"acc-promote", "4"}}, 1.0, 4},
+      {{{"p-format", "e4m3fn"}, {"p-prescale", "448"}, {"acc-promote", "2"}}, 448.0, 2},
+  };
+  for (std::int64_t s : {1000, 2049}) {
+    const attention_case c = dcase(4, s, mask_kind::m_causal);
+    const attention_inputs in(c, false);
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(c.rows()));
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
+    const std::vector<double> q = in.q_rows(rows);
+    const attention_output ref = reference::attention(c, q, rows, in.k(), in.v());
+    const attention_output naive = reference::attention_naive(c, q, rows, in.k(), in.v());
+    const double e_naive = rel_rms(naive, ref);
+    for (const variant& v : variants) {
+      auto knobs = v.knobs;
+      knobs["splits"] = "1";
+      auto prov = decode_provider(knobs);
+      const attention_output got = prov->run(in, rows);
+      emu::flash_config cfg;
+      cfg.tile_q = 64;
+      cfg.tile_k = 128;
+      cfg.states = emu::default_states(c.dtype);
+      emu::set_state(cfg.states, "p", formats::format_id::m_f32);
+      cfg.fp8.p = true;
+      cfg.fp8.p_format = formats::format_id::m_e4m3fn;
+      cfg.fp8.p_prescale = v.prescale;
+      cfg.fp8.acc_promote = v.promote;
+      const attention_output emu_out = emu::flash_forward(in, cfg, rows);
+      const double e_emu = rel_rms(emu_out, ref), e_gpu = rel_rms(got, ref), d = rel_rms(got, emu_out);
+      std::printf("[decode-fp8p] S=%lld %s gpu_vs_ref %.3e emu_vs_ref %.3e gpu_vs_emu %.3e naive %.3e\n",
+                  static_cast<long long>(s), prov->name().c_str(), e_gpu, e_emu, d, e_naive);
+      EXPECT_EQ(count_nan(got), 0u);
+      EXPECT_GT(e_gpu, 4.0 * e_naive) << prov->name();
+      EXPECT_LE(d, 0.25 * e_emu) << prov->name();
+    }
+  }
+}
+
 // Knobs the kernel cannot honour: an input error (exit 2) naming the flag, before any device
 // work (these run without a GPU too).
 TEST(gpu_decode_provider_refusals, unsupported_knobs_name_the_flag) {
@@ -133,8 +188,10 @@ TEST(gpu_decode_provider_refusals, unsupported_knobs_name_the_flag) {
   };
   const std::vector<refusal> cases = {
       {{{"decode", "1"}, {"page-size", "16"}}, "--page-size"},
-      {{{"decode", "1"}, {"p-format", "e4m3fn"}}, "--p-format"},
-      {{{"decode", "1"}, {"acc-promote", "2"}}, "--acc-promote"},
+      {{{"decode", "1"}, {"p-format", "e5m2"}}, "--p-format"},
+      {{{"decode", "1"}, {"p-prescale", "2"}}, "--p-prescale"},
+      {{{"decode", "1"}, {"p-format", "e4m3fn"}, {"p-prescale", "-1"}}, "--p-prescale"},
+      {{{"acc-promote", "2"}}, "--acc-promote"},
       {{{"force-rescale", "1"}}, "--force-rescale"},
       {{{"decode", "1"}, {"kv-format", "e5m2"}}, "--kv-format"},
       {{{"decode", "1"}, {"kv-format", "e4m3fn"}, {"kv-scale", "channel"}}, "--kv-scale"},

@@ -78,6 +78,10 @@ decode_result run_typed(const decode_request& r) {
   p.window = r.window;
   p.mask = r.mask;
   p.scale_log2 = r.scale * decode::k_log2e_f;
+  p.p_fp8 = r.p_e4m3;
+  p.p_prescale = r.p_prescale;
+  p.acc_promote = r.acc_promote;
+  p.acc_mantissa = r.acc_mantissa;
 
   host::event e0, e1;
   NUMPROBE_GPU_CHECK(EventRecord, e0.get(), nullptr);
@@ -117,6 +121,10 @@ decode_result decode_impl(const decode_request& req) {
   if (r.mask == attention_mask::m_window && r.window < 1)
     throw_input_error("--window", "a sliding window needs W >= 1");
   if (r.batch > 65535 || r.hq > 65535) throw_input_error("decode case", "B and Hq <= 65535");
+  if (r.p_e4m3 && !(r.p_prescale > 0.f && r.p_prescale < 3.0e38f))
+    throw_input_error("--p-prescale", "must be finite and > 0");
+  if (r.acc_promote < 0) throw_input_error("--acc-promote", "must be >= 0");
+  if (r.acc_mantissa < 1 || r.acc_mantissa > 23) throw_input_error("acc_mantissa", "must be 1..23");
   const bool fp8 = r.kv != kv_format::m_input;
   if (fp8 && (!r.k8 || !r.v8 || !r.k_scale || !r.v_scale))
     throw_input_error("kv", "the FP8 KV variant needs e4m3 codes and scales");

@@ -45,7 +45,23 @@ struct params {
   std::int64_t s = 0, chunk = 0, window = 0;
   attention_mask mask = attention_mask::m_none;
   float scale_log2 = 0.f;
+  // FP8 P (issue 9): P * p_prescale rounded to e4m3fn (RNE, saturating) and divided back for
+  // P.V only (l keeps the fp32 P); acc_promote > 0 models the fp8 MMA accumulator: O kept with
+  // acc_mantissa fraction bits (truncated) and added into an fp32 accumulator every
+  // acc_promote key tiles (the emulator's model, src/kernels/emu/flash_attention.cpp).
+  bool p_fp8 = false;
+  float p_prescale = 1.f;
+  int acc_promote = 0;
+  int acc_mantissa = 13;
 };
+
+// The emulator's truncate_mantissa: keep `bits` fraction bits, the rest truncated toward zero.
+__device__ __forceinline__ double truncate_bits(double x, int bits) {
+  if (x == 0.0 || !isfinite(x)) return x;
+  int e = 0;
+  const double f = frexp(x, &e);
+  return ldexp(trunc(ldexp(f, bits + 1)), e - bits - 1);
+}
 
 template <class KV>
 __device__ __forceinline__ float load_kv(const KV* base, std::int64_t i, float scale) {
@@ -77,6 +93,7 @@ __global__ void __launch_bounds__(k_decode_threads) decode_split(params<T, KV> p
 
   __shared__ float q_s[k_decode_max_t][k_decode_max_d];
   __shared__ float p_s[k_decode_max_t][k_decode_tile];
+  __shared__ float pq_s[k_decode_max_t][k_decode_tile];  // P as P.V reads it (fp8 P: quantized)
   __shared__ float m_s[k_decode_max_t], l_s[k_decode_max_t], alpha_s[k_decode_max_t];
   for (int i = tid; i < p.t * p.d; i += k_decode_threads) {
     const int t = i / p.d, e = i % p.d;
@@ -88,10 +105,12 @@ __global__ void __launch_bounds__(k_decode_threads) decode_split(params<T, KV> p
   }
   constexpr int k_acc = k_decode_max_d / k_decode_threads;
   float acc[k_decode_max_t][k_acc];
+  float acc32[k_decode_max_t][k_acc];  // fp8 accumulator model: the promoted fp32 part
 #pragma unroll
   for (int t = 0; t < k_decode_max_t; ++t)
 #pragma unroll
-    for (int a = 0; a < k_acc; ++a) acc[t][a] = 0.f;
+    for (int a = 0; a < k_acc; ++a) acc[t][a] = acc32[t][a] = 0.f;
+  int since_promote = 0;
   __syncthreads();
 
   for (std::int64_t j0 = s0; j0 < s1; j0 += k_decode_tile) {
@@ -125,7 +144,9 @@ __global__ void __launch_bounds__(k_decode_threads) decode_split(params<T, KV> p
     for (int t = 0; t < p.t; ++t) {
       const float mx = m_s[t];
       const float sc = p_s[t][tid];
-      p_s[t][tid] = (mx == -INFINITY || sc == -INFINITY) ? 0.f : platform::exp2_approx(sc - mx);
+      const float pv = (mx == -INFINITY || sc == -INFINITY) ? 0.f : platform::exp2_approx(sc - mx);
+      p_s[t][tid] = pv;
+      pq_s[t][tid] = p.p_fp8 ? codec::decode_e4m3(codec::encode_e4m3_sw(pv * p.p_prescale)) / p.p_prescale : pv;
     }
     __syncthreads();
     if (tid < p.t) {
@@ -146,14 +167,39 @@ __global__ void __launch_bounds__(k_decode_threads) decode_split(params<T, KV> p
         const float vv = load_kv(p.v, ((static_cast<std::int64_t>(b) * p.s + j0 + i) * p.hkv + hk) * p.d + e, vs);
 #pragma unroll
         for (int t = 0; t < k_decode_max_t; ++t)
-          if (t < p.t) part[t] = fmaf(p_s[t][i], vv, part[t]);
+          if (t < p.t) part[t] = fmaf(pq_s[t][i], vv, part[t]);
       }
 #pragma unroll
+      for (int t = 0; t < k_decode_max_t; ++t) {
+        if (t >= p.t) continue;
+        if (p.acc_promote > 0) {
+          acc32[t][a] = alpha_s[t] * acc32[t][a];
+          acc[t][a] = static_cast<float>(truncate_bits(
+              truncate_bits(static_cast<double>(alpha_s[t] * acc[t][a]), p.acc_mantissa) +
+                  static_cast<double>(part[t]),
+              p.acc_mantissa));
+        } else {
+          acc[t][a] = alpha_s[t] * acc[t][a] + part[t];
+        }
+      }
+    }
+    if (p.acc_promote > 0 && ++since_promote == p.acc_promote) {
+#pragma unroll
       for (int t = 0; t < k_decode_max_t; ++t)
-        if (t < p.t) acc[t][a] = alpha_s[t] * acc[t][a] + part[t];
+#pragma unroll
+        for (int a = 0; a < k_acc; ++a) {
+          acc32[t][a] += acc[t][a];
+          acc[t][a] = 0.f;
+        }
+      since_promote = 0;
     }
     __syncthreads();
   }
+  if (p.acc_promote > 0)
+#pragma unroll
+    for (int t = 0; t < k_decode_max_t; ++t)
+#pragma unroll
+      for (int a = 0; a < k_acc; ++a) acc[t][a] += acc32[t][a];
   // Normalise and write the split's (O_i, LSE_i).
   for (int t = 0; t < p.t; ++t) {
     const std::int64_t row = (static_cast<std::int64_t>(split) * p.batch + b) * p.t + t;

@@ -172,6 +172,12 @@ struct decode_request {
   std::int64_t window = 0;
   int splits = 1;  // >= 1; splits larger than S leave empty splits (handled exactly)
   std::int64_t split_size = 0;  // > 0: keys per split instead (splits = ceil(S / split_size))
+  // FP8 P and the fp8 MMA accumulator model (flash_decode.cuh): P * p_prescale to e4m3fn for
+  // P.V; acc_promote > 0: O keeps acc_mantissa fraction bits, promoted to fp32 every N tiles.
+  bool p_e4m3 = false;
+  float p_prescale = 1.f;
+  int acc_promote = 0;
+  int acc_mantissa = 13;
   kv_format kv = kv_format::m_input;
   // FP8 KV: codes are formed on the host by the caller (e4m3fn bytes), scales per tensor
   // (k_scale[0]) or per KV head (k_scale[h]).
