@@ -153,7 +153,9 @@ if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip drift; then
 import json; d=json.load(open('$OUT/drift.json')); t={}
 for p in d['points']:
     for k,v in p['seconds'].items(): t[k]=t.get(k,0)+v
-print('drift split', ' '.join(f'{k} {v:.1f}s' for k,v in t.items()), 'total', round(d['seconds'],1), 'verdict', d['growth']['verdict'])
+print('drift split', ' '.join(f'{k} {v:.1f}s' for k,v in t.items()), 'setup', round(d['seconds'] - sum(t.values()), 1), 'total', round(d['seconds'],1), 'verdict', d['growth']['verdict'])
+ft = d.get('backend', {}).get('metadata', {}).get('forward_timing')
+if ft: print('drift provider', ' '.join(f'{k} {v:.3f}' if isinstance(v, float) else f'{k} {v}' for k, v in ft.items()))
 " 2>&1 | tee "$OUT/drift_split.txt"
   RESULT[drift]="rc=$rc, $(awk -v a="$d0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f s wall", b-a}')"
   tail -25 "$OUT/drift.txt"
@@ -189,10 +191,10 @@ if [[ -f "$OUT/bench.txt" ]]; then
   done
 fi
 if [[ -f "$OUT/quant_bench.txt" ]]; then
-  printf "%-14s %-12s %-12s %-8s %s\n" "quantize 1GiB" "GB/s" "copy GB/s" "ratio" "amax pre-pass ms"
+  printf "%-18s %-10s %-10s %-8s %-16s %s\n" "quantize 1GiB" "GB/s" "copy GB/s" "ratio" "ratio with amax" "amax pre-pass ms"
   grep "^bench quant" "$OUT/quant_bench.txt" | while read -r line; do
     f() { echo "$line" | sed -nE "s/.* $1=([^ ]+).*/\1/p"; }
-    printf "%-14s %-12s %-12s %-8s %s\n" "$(f scheme)" "$(f quant_gbs)" "$(f copy_gbs)" "$(f ratio)" "$(f amax_ms)"
+    printf "%-18s %-10s %-10s %-8s %-16s %s\n" "$(f scheme)" "$(f quant_gbs)" "$(f copy_gbs)" "$(f ratio)" "$(f ratio_with_amax)" "$(f amax_ms)"
   done
 fi
 echo "total        $(( $(date +%s) - t0 )) s; logs in $OUT"

@@ -1,7 +1,9 @@
 #include "numprobe/core/attention_inputs.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <fmt/format.h>
 
 #include "numprobe/core/error.hpp"
@@ -27,6 +29,34 @@ std::uint64_t element_counter(const attention_case& c, tensor_role role, std::in
 // Each (tensor, batch member) pair has its own stream.
 std::uint64_t element_stream(tensor_role role, std::int64_t b) {
   return static_cast<std::uint64_t>(role) | (static_cast<std::uint64_t>(b) << 8);
+}
+
+// formats::round_to(id, x) for the kernels' input dtypes, bf16 and fp16, by one RNE step on
+// the double's bits where the result is a normal finite value (the same value: one rounding of
+// x to 8 or 11 significant bits, carries into the exponent included); round_to elsewhere
+// (subnormal and overflowing results, other formats). Generation of long-context inputs spends
+// most of its time in rounding otherwise.
+double round_input(formats::format_id id, double x) {
+  int sh;
+  double lo, hi;
+  if (id == formats::format_id::m_bf16) {
+    sh = 45;
+    lo = 0x1.0p-126;
+    hi = 0x1.fep127;
+  } else if (id == formats::format_id::m_f16) {
+    sh = 42;
+    lo = 0x1.0p-14;
+    hi = 65504.0;
+  } else {
+    return formats::round_to(id, x);
+  }
+  const double a = std::fabs(x);
+  if (!(a >= lo && a <= hi)) return formats::round_to(id, x);
+  auto b = std::bit_cast<std::uint64_t>(x);
+  b += ((std::uint64_t{1} << (sh - 1)) - 1) + ((b >> sh) & 1);
+  b &= ~((std::uint64_t{1} << sh) - 1);
+  const double y = std::bit_cast<double>(b);
+  return std::fabs(y) <= hi ? y : formats::round_to(id, x);
 }
 
 }  // namespace
@@ -89,7 +119,7 @@ void fill_kv(const attention_case& c, tensor_role role, std::vector<double>& rou
       for (std::int64_t d = 0; d < c.head_dim; ++d) {
         const double x = attention_input_value(c, role, b, pos, h, d);
         const auto i = static_cast<std::size_t>(bp * per_pos + h * c.head_dim + d);
-        rounded[i] = formats::round_to(c.dtype, x);
+        rounded[i] = round_input(c.dtype, x);
         if (exact) (*exact)[i] = x;
       }
   }
@@ -110,13 +140,13 @@ std::vector<double> q_rows_impl(const attention_case& c, std::span<const std::in
       for (std::int64_t d = 0; d < c.head_dim; ++d) {
         const double x = attention_input_value(c, tensor_role::m_q, b, t, h, d);
         q[i * static_cast<std::size_t>(per_row) + static_cast<std::size_t>(h * c.head_dim + d)] =
-            exact ? x : formats::round_to(c.dtype, x);
+            exact ? x : round_input(c.dtype, x);
       }
   }
   return q;
 }
 
-std::vector<double> gather_rows(const std::vector<double>& q, std::int64_t per_row,
+std::vector<double> gather_rows(std::span<const double> q, std::int64_t per_row,
                                 std::span<const std::int64_t> rows, std::int64_t total) {
   std::vector<double> out(rows.size() * static_cast<std::size_t>(per_row));
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -131,8 +161,16 @@ std::vector<double> gather_rows(const std::vector<double>& q, std::int64_t per_r
 
 attention_inputs::attention_inputs(attention_case c, bool keep_exact) : m_case(std::move(c)) {
   m_case.validate();
-  fill_kv(m_case, tensor_role::m_k, m_k, keep_exact ? &m_k_exact : nullptr);
-  fill_kv(m_case, tensor_role::m_v, m_v, keep_exact ? &m_v_exact : nullptr);
+  const auto fill = [&](tensor_role role, shared_values& rounded, shared_values& exact) {
+    auto r = std::make_shared<std::vector<double>>();
+    std::shared_ptr<std::vector<double>> x;
+    if (keep_exact) x = std::make_shared<std::vector<double>>();
+    fill_kv(m_case, role, *r, x.get());
+    rounded = std::move(r);
+    exact = std::move(x);
+  };
+  fill(tensor_role::m_k, m_k, m_k_exact);
+  fill(tensor_role::m_v, m_v, m_v_exact);
 }
 
 attention_inputs::attention_inputs(attention_case c, const attention_inputs& longer)
@@ -144,26 +182,36 @@ attention_inputs::attention_inputs(attention_case c, const attention_inputs& lon
   if (same.id() != m_case.id() || m_case.seq > longer.m_case.seq || longer.m_given)
     throw_input_error("inputs", "a prefix needs the same generated case at a longer length");
   const std::int64_t per_pos = m_case.kv_heads * m_case.head_dim;
-  auto prefix = [&](const std::vector<double>& from, std::vector<double>& to) {
-    if (from.empty()) return;
-    to.resize(static_cast<std::size_t>(m_case.batch * m_case.seq * per_pos));
+  // Batch 1: the prefix is the start of the longer arrays, shared as they are (immutable).
+  const bool share = m_case.batch == 1;
+  auto prefix = [&](const shared_values& from) -> shared_values {
+    if (!from) return nullptr;
+    if (share) return from;
+    auto to = std::make_shared<std::vector<double>>(
+        static_cast<std::size_t>(m_case.batch * m_case.seq * per_pos));
     for (std::int64_t b = 0; b < m_case.batch; ++b)
-      std::copy_n(from.begin() + b * longer.m_case.seq * per_pos, m_case.seq * per_pos,
-                  to.begin() + b * m_case.seq * per_pos);
+      std::copy_n(from->begin() + b * longer.m_case.seq * per_pos, m_case.seq * per_pos,
+                  to->begin() + b * m_case.seq * per_pos);
+    return to;
   };
   // Q rows depend on (b, t) only, so the first T rows of each batch member of a longer case's
   // materialised Q are this case's Q.
-  if (!longer.m_q.empty() && m_case.t() <= longer.m_case.t()) {
-    const std::int64_t per_row = m_case.heads * m_case.head_dim;
-    m_q.resize(static_cast<std::size_t>(m_case.rows() * per_row));
-    for (std::int64_t b = 0; b < m_case.batch; ++b)
-      std::copy_n(longer.m_q.begin() + b * longer.m_case.t() * per_row, m_case.t() * per_row,
-                  m_q.begin() + b * m_case.t() * per_row);
+  if (longer.m_q && m_case.t() <= longer.m_case.t()) {
+    if (share) {
+      m_q = longer.m_q;
+    } else {
+      const std::int64_t per_row = m_case.heads * m_case.head_dim;
+      auto q = std::make_shared<std::vector<double>>(static_cast<std::size_t>(m_case.rows() * per_row));
+      for (std::int64_t b = 0; b < m_case.batch; ++b)
+        std::copy_n(longer.m_q->begin() + b * longer.m_case.t() * per_row, m_case.t() * per_row,
+                    q->begin() + b * m_case.t() * per_row);
+      m_q = std::move(q);
+    }
   }
-  prefix(longer.m_k, m_k);
-  prefix(longer.m_v, m_v);
-  prefix(longer.m_k_exact, m_k_exact);
-  prefix(longer.m_v_exact, m_v_exact);
+  m_k = prefix(longer.m_k);
+  m_v = prefix(longer.m_v);
+  m_k_exact = prefix(longer.m_k_exact);
+  m_v_exact = prefix(longer.m_v_exact);
 }
 
 attention_inputs::attention_inputs(attention_case c, std::vector<double> q, std::vector<double> k,
@@ -179,12 +227,12 @@ attention_inputs::attention_inputs(attention_case c, std::vector<double> q, std:
     for (double x : *t)
       if (!std::isfinite(x)) throw_input_error("inputs", "NaN or Inf in Q/K/V");
   m_given = true;
-  m_q_exact = q;
-  m_k_exact = k;
-  m_v_exact = v;
+  m_q_exact = std::make_shared<const std::vector<double>>(q);
+  m_k_exact = std::make_shared<const std::vector<double>>(k);
+  m_v_exact = std::make_shared<const std::vector<double>>(v);
   auto rounded = [this](std::vector<double> t) {
     for (double& x : t) x = formats::round_to(m_case.dtype, x);
-    return t;
+    return std::make_shared<const std::vector<double>>(std::move(t));
   };
   m_q = rounded(std::move(q));
   m_k = rounded(std::move(k));
@@ -192,23 +240,26 @@ attention_inputs::attention_inputs(attention_case c, std::vector<double> q, std:
 }
 
 std::vector<double> attention_inputs::q_rows(std::span<const std::int64_t> rows) const {
-  if (!m_q.empty()) return gather_rows(m_q, m_case.heads * m_case.head_dim, rows, m_case.rows());
+  if (m_q) return gather_rows(q_materialized(), m_case.heads * m_case.head_dim, rows, m_case.rows());
   return q_rows_impl(m_case, rows, false);
 }
 
 std::vector<double> attention_inputs::q_rows_exact(std::span<const std::int64_t> rows) const {
-  if (!m_q_exact.empty())
-    return gather_rows(m_q_exact, m_case.heads * m_case.head_dim, rows, m_case.rows());
+  if (m_q_exact)
+    return gather_rows(view(m_q_exact, q_elems()), m_case.heads * m_case.head_dim, rows, m_case.rows());
   return q_rows_impl(m_case, rows, true);
 }
 
 void attention_inputs::materialize_q() {
-  if (!m_q.empty()) return;
-  m_q = q_all();
+  if (m_q) return;
+  m_q = std::make_shared<const std::vector<double>>(q_all());
 }
 
 std::vector<double> attention_inputs::q_all() const {
-  if (!m_q.empty()) return m_q;
+  if (m_q) {
+    const auto q = q_materialized();
+    return {q.begin(), q.end()};
+  }
   std::vector<std::int64_t> rows(static_cast<std::size_t>(m_case.rows()));
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
   return q_rows_impl(m_case, rows, false);

@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
+#include "src/kernels/gpu/gpu_resident.hpp"
 
 namespace numprobe {
 namespace {
@@ -197,6 +200,46 @@ void quantize_kv_e4m3(const float* x, std::int64_t n, std::int64_t hkv, std::int
         formats::rounding::m_nearest_even, formats::overflow::m_saturate));
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The forward-with-residency entry of the backend compiled for this vendor (null: none).
+const gpu::resident_api* resident_api_for(const std::string& vendor) {
+#if NUMPROBE_HAVE_CUDA
+  if (vendor == "cuda") return &gpu::cuda_resident_api();
+#endif
+#if NUMPROBE_HAVE_HIP
+  if (vendor == "hip") return &gpu::hip_resident_api();
+#endif
+  (void)vendor;
+  return nullptr;
+}
+
+// bf16 / fp16 bit patterns of x, as the device's convert_from_float made them from the float
+// value (RNE; the inputs are already representable, so exact), on all cores.
+void to_dtype_bits(std::span<const double> x, bool fp16, std::vector<std::uint16_t>& out) {
+  out.resize(x.size());
+  const auto n = static_cast<std::int64_t>(x.size());
+  const double* src = x.data();
+  std::uint16_t* dst = out.data();
+  if (fp16) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<std::uint16_t>(formats::encode(
+          formats::format_id::m_f16, static_cast<double>(static_cast<float>(src[i]))));
+  } else {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float f = static_cast<float>(src[i]);
+      std::uint32_t u;
+      std::memcpy(&u, &f, 4);
+      dst[i] = f != f ? static_cast<std::uint16_t>((u >> 16) | 0x40u)
+                      : static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    }
+  }
+}
+
 class gpu_attention_provider final : public attention_provider {
  public:
   gpu_attention_provider(const gpu::backend_api& api, const provider_options& o,
@@ -278,25 +321,88 @@ class gpu_attention_provider final : public attention_provider {
     r.path = m_path;
     r.device = m_device;
 
+    const std::vector<std::int64_t> row_list(rows.begin(), rows.end());
+    r.rows = row_list.data();
+    r.n_rows = static_cast<std::int64_t>(row_list.size());
+    attention_output out = make_poisoned_output(row_list, c.heads, c.head_dim);
+    if (!m_dec.on && m_resident_api) return run_forward(in, r, std::move(out));
+
     // Rounded inputs are exactly representable in the dtype, hence in float.
     const std::vector<double> q = in.q_all();
     const auto to_float = [](std::span<const double> x) {
       return std::vector<float>(x.begin(), x.end());
     };
     const std::vector<float> qf = to_float(q), kf = to_float(in.k()), vf = to_float(in.v());
-    const std::vector<std::int64_t> row_list(rows.begin(), rows.end());
     r.q = qf.data();
     r.k = kf.data();
     r.v = vf.data();
-    r.rows = row_list.data();
-    r.n_rows = static_cast<std::int64_t>(row_list.size());
 
-    attention_output out = make_poisoned_output(row_list, c.heads, c.head_dim);
     if (m_dec.on) return run_decode(r, row_list, std::move(out));
     const gpu::attention_result res = m_api.attention_forward(r);
     std::copy(res.o.begin(), res.o.end(), out.o.begin());
     std::copy(res.lse.begin(), res.lse.end(), out.lse.begin());
     m_last_kernel_ms = res.kernel_ms;
+    return out;
+  }
+
+  // Forward path: Q/K/V converted on the host (all cores) to the dtype's 16-bit patterns and
+  // uploaded once per set of inputs. A drift sweep's points view the arrays of its longest case
+  // (batch 1, attention_inputs' prefix views), so the conversion and the upload happen at the
+  // first point and every later point only runs the kernel and fetches its sampled rows.
+  attention_output run_forward(const attention_inputs& in, gpu::attention_request& r,
+                               attention_output out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const attention_case& c = in.c();
+    const auto& qs = in.q_storage();
+    const auto& ks = in.k_storage();
+    const auto& vs = in.v_storage();
+    const bool views = c.batch == 1 && qs && ks && vs && in.q_materialized().data() == qs->data() &&
+                       in.k().data() == ks->data() && in.v().data() == vs->data();
+    gpu::resident_request req;
+    std::vector<std::uint16_t> q16, k16, v16;  // per call when the storage is not reusable
+    if (views) {
+      if (m_host.q != qs || m_host.k != ks || m_host.v != vs || m_host.fp16 != r.fp16) {
+        // Keeping the storage alive keeps its addresses from being reused by other arrays.
+        m_host.q = qs;
+        m_host.k = ks;
+        m_host.v = vs;
+        m_host.fp16 = r.fp16;
+        to_dtype_bits(*qs, r.fp16, m_host.q16);
+        to_dtype_bits(*ks, r.fp16, m_host.k16);
+        to_dtype_bits(*vs, r.fp16, m_host.v16);
+        ++m_host.generation;
+      }
+      req.q = m_host.q16.data();
+      req.k = m_host.k16.data();
+      req.v = m_host.v16.data();
+      req.q_rows = static_cast<std::int64_t>(m_host.q16.size()) / (c.heads * c.head_dim);
+      req.kv_rows = static_cast<std::int64_t>(m_host.k16.size()) / (c.kv_heads * c.head_dim);
+      req.cache = &m_resident;
+      req.generation = m_host.generation;
+    } else {
+      const std::vector<double> q = in.q_all();
+      to_dtype_bits(q, r.fp16, q16);
+      to_dtype_bits(in.k(), r.fp16, k16);
+      to_dtype_bits(in.v(), r.fp16, v16);
+      req.q = q16.data();
+      req.k = k16.data();
+      req.v = v16.data();
+      req.q_rows = c.batch * c.t();
+      req.kv_rows = c.batch * c.seq;
+    }
+    const double convert_s = seconds_since(t0);
+    gpu::resident_timing t;
+    const gpu::attention_result res = m_resident_api->forward(r, req, &t);
+    std::copy(res.o.begin(), res.o.end(), out.o.begin());
+    std::copy(res.lse.begin(), res.lse.end(), out.lse.begin());
+    m_last_kernel_ms = res.kernel_ms;
+    m_timing.calls += 1;
+    m_timing.convert_s += convert_s;
+    m_timing.upload_s += t.upload_s;
+    m_timing.uploads += t.uploaded ? 1 : 0;
+    m_timing.kernel_ms += t.kernel_ms;
+    m_timing.fetch_s += t.fetch_s;
+    m_timing.total_s += seconds_since(t0);
     return out;
   }
 
@@ -387,7 +493,15 @@ class gpu_attention_provider final : public attention_provider {
                                                   {"acc_mantissa_bits", m_dec.acc_promote > 0 ? 13 : 23},
                                                   {"merge", "natural-log LSE, empty splits skipped"}}
                                 : nlohmann::json(nullptr)},
-            {"last_kernel_ms", m_last_kernel_ms}};
+            {"last_kernel_ms", m_last_kernel_ms},
+            {"forward_timing",
+             {{"calls", m_timing.calls},
+              {"convert_s", m_timing.convert_s},
+              {"uploads", m_timing.uploads},
+              {"upload_s", m_timing.upload_s},
+              {"kernel_ms", m_timing.kernel_ms},
+              {"fetch_s", m_timing.fetch_s},
+              {"total_s", m_timing.total_s}}}};
   }
 
  private:
@@ -401,6 +515,20 @@ class gpu_attention_provider final : public attention_provider {
   std::string m_fault_name;
   double m_last_kernel_ms = 0.0;
   const gpu::decode_api* m_decode = nullptr;
+  // Forward path (run_forward): the 16-bit host copies of the inputs' storage and their device
+  // copies, kept across calls; totals of where the time went (metadata "forward_timing").
+  const gpu::resident_api* m_resident_api = resident_api_for(m_api.vendor);
+  struct host_copies {
+    attention_inputs::shared_values q, k, v;
+    bool fp16 = false;
+    std::vector<std::uint16_t> q16, k16, v16;
+    std::uint64_t generation = 0;
+  } m_host;
+  gpu::resident_inputs m_resident;
+  struct forward_timing {
+    std::int64_t calls = 0, uploads = 0;
+    double convert_s = 0.0, upload_s = 0.0, kernel_ms = 0.0, fetch_s = 0.0, total_s = 0.0;
+  } m_timing;
   decode_settings m_dec;
   int m_last_splits = 0;
 };
