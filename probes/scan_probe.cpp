@@ -583,6 +583,13 @@ scan_report run_scan(const scan_options& o) {
       (void)nr;
       v.decode(static_cast<std::uint64_t>(r0 * t.cols), out);
     };
+    // Read-ahead: the next tensor of a safetensors shard starts where this one ends; ask for
+    // about as many bytes as this one has, so the disk works while the bands below compute.
+    if (v.owner) {
+      const auto base = v.owner->bytes().data();
+      const auto end = static_cast<std::size_t>(v.bytes.data() + v.bytes.size() - base);
+      v.owner->will_need(end, v.bytes.size());
+    }
     fast_input in{};
     const bool direct = in_place(v.dtype, in);
     for (const auto& s : o.schemes)

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -67,6 +68,15 @@ void mapped_file::release_pages(std::size_t offset, std::size_t length) const no
   if (end > begin) {
     ::madvise(const_cast<std::byte*>(m_data) + begin, end - begin, MADV_DONTNEED);
   }
+}
+
+void mapped_file::will_need(std::size_t offset, std::size_t length) const noexcept {
+  if (!m_mapped || offset >= m_size) return;
+  if (length > m_size - offset) length = m_size - offset;
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t begin = offset / page * page;  // outward: partial pages are read anyway
+  const std::size_t end = std::min(m_size, (offset + length + page - 1) / page * page);
+  if (end > begin) ::madvise(const_cast<std::byte*>(m_data) + begin, end - begin, MADV_WILLNEED);
 }
 
 }  // namespace numprobe::io

@@ -30,6 +30,11 @@ class mapped_file {
   // over a checkpoint larger than RAM keeps its resident set bounded. Harmless on a copy.
   void release_pages(std::size_t offset, std::size_t length) const noexcept;
 
+  // Asks the OS to start reading [offset, offset + length) (clamped to the file) in the
+  // background, so a pass can compute on one tensor while the next one comes off the disk.
+  // Only a hint: harmless on a copy or on pages already resident.
+  void will_need(std::size_t offset, std::size_t length) const noexcept;
+
  private:
   mapped_file() = default;
   const std::byte* m_data = nullptr;
