@@ -23,9 +23,16 @@ std::pair<std::int64_t, std::int64_t> parse_range(const std::string& s) {
 }
 
 std::string drift_csv(const probes::drift_result& r) {
-  std::string out = "case,seq,queries,key_tiles,seq_mod_tile,rows,rel_rms,max_abs,max_rel,max_ulp,"
+  const bool series = !r.series.empty();  // decode sweeps: splits and page size lead each row
+  std::string out = std::string(series ? "splits,page_size," : "") +
+                    "case,seq,queries,key_tiles,seq_mod_tile,rows,rel_rms,max_abs,max_rel,max_ulp,"
                     "lse_max_abs,nan_count,inf_count,naive_rel_rms,ratio_to_naive,e2e_rel_rms\n";
-  for (const auto& p : r.points) {
+  for (std::size_t i = 0; i < r.points.size(); ++i) {
+    const auto& p = r.points[i];
+    if (series) {
+      const auto& s = r.series[r.point_series[i]];
+      out += fmt::format("{},{},", s.splits, s.page_size);
+    }
     const std::int64_t tk = r.tiles.known() ? r.tiles.k : 0;
     out += fmt::format("\"{}\",{},{},{},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{},{:.17g},{:.17g},{}\n",
                        p.case_id, p.seq, p.queries, tk ? (p.seq + tk - 1) / tk : 0,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,17 @@ TEST(cli_serving, drift_decode_sweeps_splits_and_pages) {
     EXPECT_EQ(p["seq_mod_page"], p["seq"].get<int>() % p["page_size"].get<int>());
   }
   for (const auto& b : j["breaches"]) EXPECT_NE(b["splits"], 1);
+  // CSV: splits and page size lead each row.
+  const std::string csv = ::testing::TempDir() + "/drift_decode.csv";
+  const auto rc = run_numprobe("drift --backend emu --decode --queries 2 --heads 2 --kv-heads 1 --head-dim 32 "
+                               "--seq 1..65 --points 16,65 --splits 1,2 --no-e2e --csv " + csv);
+  ASSERT_EQ(rc.exit_code, 0) << rc.err;
+  std::ifstream in(csv);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  EXPECT_EQ(header.rfind("splits,page_size,case,seq", 0), 0u) << header;
+  EXPECT_EQ(row.rfind("1,0,", 0), 0u) << row;
 }
 
 TEST(cli_serving, kvcache_reports_clipping_and_rounding) {

@@ -250,3 +250,15 @@ TEST(bisect_fp8_mixed, fp8_and_rescale_faults_give_both_findings) {
 }
 
 }  // namespace
+
+namespace {
+
+// The same decode command twice gives the same trace (timings aside).
+TEST(bisect_decode_determinism, same_trace_twice) {
+  const decode_case b{"lse_base2_merge", {"lse-base2-merge"}, 4, "lse-base2-merge", "rescale or merge frame"};
+  const auto a = probes::to_json(probes::run_bisect(decode_options(b)), false);
+  const auto c = probes::to_json(probes::run_bisect(decode_options(b)), false);
+  EXPECT_EQ(a.dump(), c.dump());
+}
+
+}  // namespace
