@@ -218,8 +218,10 @@ std::string conversion_name(const params& p) {
       minor = prop.minor;
     }
     const bool hw = platform::vendor == std::string("cuda") && p.hw && major * 10 + minor >= 89;
-    return hw ? "e4m3: cvt.rn.satfinite.e4m3x2.f32 on a round-to-odd fp32 quotient"
-              : "e4m3: software RNE on a round-to-odd fp32 quotient";
+    return hw ? "e4m3: cvt.rn.satfinite.e4m3x2.f32 on v * (1/s) where that decides the code, else "
+                "on a round-to-odd fp32 quotient"
+              : "e4m3: software RNE on v * (1/s) where that decides the code, else on a "
+                "round-to-odd fp32 quotient";
   }
   if (p.kind == quant_kind::m_nvfp4) return "e2m1: exact thresholds at the midpoints m_k * s_b * s_t, ties to even";
   if (p.elem == quant_elem::m_e2m1) return "e2m1: exact thresholds at the midpoints m_k * 2^X, ties to even";
