@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 #include <exception>
+#include <filesystem>
+#include <optional>
 #include <regex>
 #ifdef _OPENMP
 #include <omp.h>
@@ -14,6 +16,7 @@
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/io/checkpoint.hpp"
+#include "numprobe/io/load_tensor.hpp"
 #include "src/formats/fast_quantize.hpp"
 
 namespace numprobe::probes {
@@ -546,30 +549,44 @@ scan_report run_scan(const scan_options& o) {
     throw_input_error("--filter", "bad regular expression '" + o.filter + "': " + e.what());
   }
 
-  const auto ck = io::checkpoint::open(o.checkpoint);
+  // A single .npy file scans as a one-tensor checkpoint named after the file, streamed from
+  // its memory map the same way.
+  const bool npy = o.checkpoint.size() > 4 && o.checkpoint.compare(o.checkpoint.size() - 4, 4, ".npy") == 0;
+  std::optional<io::checkpoint> ck;
+  std::optional<io::tensor_view> npy_view;
+  std::vector<std::pair<std::string, std::pair<io::dtype, std::vector<std::uint64_t>>>> entries;
+  if (npy) {
+    npy_view = io::load_tensor(o.checkpoint);
+    npy_view->name = std::filesystem::path(o.checkpoint).stem().string();
+    entries.push_back({npy_view->name, {npy_view->dtype, npy_view->shape}});
+  } else {
+    ck = io::checkpoint::open(o.checkpoint);
+    for (const auto& e : ck->tensors()) entries.push_back({e.name, {e.dtype, e.shape}});
+  }
   std::map<std::string, bool> selected;
   std::size_t total = 0;
-  for (const auto& e : ck.tensors()) {
-    bool take = std::regex_search(e.name, filter);
+  for (const auto& [name, ds] : entries) {
+    const auto& [dt, shape] = ds;
+    bool take = std::regex_search(name, filter);
     if (!take) continue;
     std::uint64_t count = 1;
-    for (auto d : e.shape) count *= d;
-    if (!float_dtype(e.dtype)) {
-      rep.skipped.push_back(e.name + " (dtype " + std::string(io::name(e.dtype)) + ")");
+    for (auto d : shape) count *= d;
+    if (!float_dtype(dt)) {
+      rep.skipped.push_back(name + " (dtype " + std::string(io::name(dt)) + ")");
       take = false;
     } else if (count == 0) {
-      rep.skipped.push_back(e.name + " (empty)");
+      rep.skipped.push_back(name + " (empty)");
       take = false;
-    } else if (e.shape.size() < 2 && !o.all) {
-      rep.skipped.push_back(e.name + " (not a matrix; --all includes it)");
+    } else if (shape.size() < 2 && !o.all) {
+      rep.skipped.push_back(name + " (not a matrix; --all includes it)");
       take = false;
     }
-    selected[e.name] = take;
+    selected[name] = take;
     total += take ? 1 : 0;
   }
 
   std::size_t done = 0;
-  ck.for_each([&](const io::tensor_view& v) {
+  const auto scan_view = [&](const io::tensor_view& v) {
     if (!selected[v.name]) return;
     scan_tensor t;
     t.name = v.name;
@@ -601,7 +618,9 @@ scan_report run_scan(const scan_options& o) {
     rep.tensors.push_back(std::move(t));
     ++done;
     if (o.progress) o.progress(done, total, v.name);
-  });
+  };
+  if (npy) scan_view(*npy_view);
+  else ck->for_each(scan_view);
 
   std::stable_sort(rep.tensors.begin(), rep.tensors.end(),
                    [](const scan_tensor& a, const scan_tensor& b) {

@@ -126,7 +126,7 @@ void setup_scan(CLI::App& app) {
   auto f = std::make_shared<scan_flags>();
   auto* sub = app.add_subcommand(
       "scan", "per-tensor quantization report over a checkpoint, ranked worst first");
-  sub->add_option("checkpoint", f->checkpoint, ".safetensors file or sharded index .json")->required();
+  sub->add_option("checkpoint", f->checkpoint, ".safetensors file, sharded index .json, or one .npy tensor")->required();
   sub->add_option("--format", f->format, "primary format/scheme (numprobe formats lists them)")
       ->capture_default_str();
   sub->add_option("--vs", f->vs, "comma-separated schemes to compare, e.g. mxfp4,fp8-block128");

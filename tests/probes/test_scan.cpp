@@ -15,6 +15,8 @@
 
 #include "numprobe/core/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
+#include "numprobe/core/error.hpp"
+#include "numprobe/io/npy.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "probes/scan_fnuz.hpp"
 #include "probes/scan_probe.hpp"
@@ -264,3 +266,35 @@ TEST(scan_fnuz, checkpoint_counts) {
 }
 
 }  // namespace
+
+// A single .npy tensor scans like the same tensor inside a checkpoint: same numbers, named after
+// the file, streamed from the memory map.
+TEST(scan, npy_file_scans_as_a_one_tensor_checkpoint) {
+  temp_dir dir;
+  auto down = plain(4);
+  for (std::int64_t r = 0; r < k_rows; ++r) down[r * k_cols + k_outlier_col] = static_cast<float>(k_outlier);
+  const auto npy = dir.path / "down_proj.npy";
+  const std::vector<std::uint64_t> shape{k_rows, k_cols};
+  io::write_npy(npy, shape, down);
+  const auto st = dir.path / "model.safetensors";
+  io::write_safetensors(st, {io::tensor_of("down_proj", {k_rows, k_cols}, down)});
+  probes::scan_options o;
+  o.schemes = {"nvfp4", "mxfp4"};
+  o.checkpoint = npy.string();
+  const auto a = probes::run_scan(o);
+  o.checkpoint = st.string();
+  const auto b = probes::run_scan(o);
+  ASSERT_EQ(a.tensors.size(), 1u);
+  ASSERT_EQ(b.tensors.size(), 1u);
+  EXPECT_EQ(a.tensors[0].name, "down_proj");
+  for (std::size_t s = 0; s < 2; ++s) {
+    const auto &x = a.tensors[0].results[s], &y = b.tensors[0].results[s];
+    EXPECT_EQ(x.sqnr_db, y.sqnr_db);
+    EXPECT_EQ(x.flushed, y.flushed);
+    EXPECT_EQ(x.outlier_blocks, y.outlier_blocks);
+    EXPECT_EQ(x.max_abs, y.max_abs);
+  }
+  EXPECT_EQ(a.tensors[0].results[0].flushed, k_rows * 15);  // the hand count of the test above
+  o.checkpoint = (dir.path / "missing.npy").string();
+  EXPECT_THROW((void)probes::run_scan(o), numprobe::error);
+}
