@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_files.hpp"
 #include "numprobe/core/rng.hpp"
 #include "numprobe/io/npy.hpp"
 #include "probes/kl_probe.hpp"
@@ -51,32 +52,6 @@ void write_logits(const std::string& path, std::uint64_t n, std::uint64_t v, dou
   f.close();  // the generator child leaves through _Exit, which runs no destructors
 }
 
-void drop_cache(const std::vector<std::string>& paths) {
-  for (const auto& p : paths) {
-    const int fd = ::open(p.c_str(), O_RDONLY);
-    if (fd < 0) continue;
-    ::fdatasync(fd);
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-  }
-}
-
-double read_seconds(const std::vector<std::string>& paths, double& bytes) {
-  std::vector<char> buf(4 << 20);
-  bytes = 0;
-  const auto t0 = clock_type::now();
-  for (const auto& p : paths) {
-    const int fd = ::open(p.c_str(), O_RDONLY);
-    while (true) {
-      const auto r = ::read(fd, buf.data(), buf.size());
-      if (r <= 0) break;
-      bytes += static_cast<double>(r);
-    }
-    ::close(fd);
-  }
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,10 +79,10 @@ int main(int argc, char** argv) {
   const std::vector<std::string> files{base, cand};
   const bool cold = cache != "warm";
   double bytes = 0;
-  if (cold) drop_cache(files);
-  else (void)read_seconds(files, bytes);
-  const double read1 = read_seconds(files, bytes);
-  if (cold) drop_cache(files);
+  if (cold) bench::drop_cache(files);
+  else (void)bench::read_seconds(files, bytes);
+  const double read1 = bench::read_seconds(files, bytes);
+  if (cold) bench::drop_cache(files);
   numprobe::probes::kl_probe_options o;
   o.base = base;
   o.cand = cand;
@@ -115,8 +90,8 @@ int main(int argc, char** argv) {
   const auto t0 = clock_type::now();
   const auto r = numprobe::probes::run_kl(o);
   const double kl_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-  if (cold) drop_cache(files);
-  const double read2 = read_seconds(files, bytes);
+  if (cold) bench::drop_cache(files);
+  const double read2 = bench::read_seconds(files, bytes);
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
   std::printf("bench_kl: N=%llu V=%llu f32, %.2f GB in two files, %s cache, threads %u\n",
