@@ -1,5 +1,6 @@
 #include "src/providers/plugin_provider.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -164,10 +165,7 @@ class plugin_provider final : public attention_provider {
     m_path = o.backend.substr(colon + 1);
     if (!o.faults.empty()) throw_input_error("--inject", "a plugin backend has no injectable faults");
     if (!o.states.empty()) throw_input_error("--state", "a plugin backend has no state dtypes");
-    if (!o.knobs.empty())
-      throw_input_error("--" + o.knobs.begin()->first,
-                        "a plugin backend runs numprobe_attention_forward; the serving knobs "
-                        "(--decode, --splits, --kv-format, ...) are not passed to plugins");
+    parse_knobs(o);
     dlerror();
     m_handle = ::dlopen(m_path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!m_handle) {
@@ -181,6 +179,18 @@ class plugin_provider final : public attention_provider {
       throw;
     }
     if (o.tile) m_tiles = *o.tile;
+    if (m_decode_on && !m_decode_fn) {
+      // The message first: m_caps.name lives in the plugin's storage.
+      const std::string what = fmt::format("--decode needs a plugin offering split-KV decode "
+                                           "(NUMPROBE_OP_DECODE); '{}' offers attention forward only",
+                                           m_caps.name ? m_caps.name : "?");
+#if NUMPROBE_HAVE_CUDA
+      if (m_dm && m_stream) m_dm->destroy_stream(m_stream);
+#endif
+      ::dlclose(m_handle);
+      m_handle = nullptr;
+      throw_input_error(place("numprobe_attention_decode"), what);
+    }
   }
 
   ~plugin_provider() override {
@@ -199,34 +209,14 @@ class plugin_provider final : public attention_provider {
 
   attention_output run(const attention_inputs& in, std::span<const std::int64_t> rows) override {
     const attention_case& c = in.c();
+    if (m_decode_on) return run_decode(in, rows);
     const char* fn = "numprobe_attention_forward";
     // Input buffers: the case's own dtype when it is bf16/f16 and the plugin takes it (stored
     // as is, as a GPU kernel reads it); else f64 for f64 cases, f32 for every other case (values
     // exact in the case's dtype: every format numprobe generates is a subset of f32), or f64
     // when the plugin takes f64 only.
-    const bool f64_case = c.dtype == formats::format_id::m_f64;
-    const int native = c.dtype == formats::format_id::m_bf16  ? NUMPROBE_DTYPE_BF16
-                       : c.dtype == formats::format_id::m_f16 ? NUMPROBE_DTYPE_F16
-                                                              : -1;
-    int in_dtype = f64_case ? NUMPROBE_DTYPE_F64 : NUMPROBE_DTYPE_F32;
-    if (native >= 0 && (m_caps.input_dtypes & (1u << native))) {
-      in_dtype = native;
-    } else if (!(m_caps.input_dtypes & (1u << in_dtype))) {
-      if (!f64_case && (m_caps.input_dtypes & (1u << NUMPROBE_DTYPE_F64))) in_dtype = NUMPROBE_DTYPE_F64;
-      else
-        unsupported(fn, fmt::format("inputs in {} (case dtype {}); the plugin accepts {}",
-                                    dtype_name(in_dtype), formats::name(c.dtype),
-                                    dtype_list(m_caps.input_dtypes)));
-    }
-    // Output: f32, else f64, else the case's own 16-bit dtype (a kernel writing its input dtype).
-    int out_dtype = NUMPROBE_DTYPE_F32;
-    if (!(m_caps.output_dtypes & (1u << out_dtype))) {
-      if (m_caps.output_dtypes & (1u << NUMPROBE_DTYPE_F64)) out_dtype = NUMPROBE_DTYPE_F64;
-      else if (native >= 0 && (m_caps.output_dtypes & (1u << native))) out_dtype = native;
-      else
-        unsupported(fn, fmt::format("outputs in f32, f64 or the case dtype {}; the plugin writes {}",
-                                    formats::name(c.dtype), dtype_list(m_caps.output_dtypes)));
-    }
+    const auto [in_dtype, out_dtype, native] = pick_dtypes(c, fn);
+    (void)native;
     const numprobe_mask mask = abi_mask(c.mask);
     if (mask < 0 || !(m_caps.masks & (1u << mask)))
       unsupported(fn, fmt::format("mask {}", to_string(c.mask)));
@@ -299,12 +289,230 @@ class plugin_provider final : public attention_provider {
             {"output_dtypes", dtype_list(m_caps.output_dtypes)},
             {"memory", m_caps.memory == NUMPROBE_MEMORY_HOST ? "host" : "cuda"},
             {"tile_q", m_caps.tile_q},
-            {"tile_k", m_caps.tile_k}};
+            {"tile_k", m_caps.tile_k},
+            {"decode", m_decode_on ? nlohmann::json{{"function", "numprobe_attention_decode"},
+                                                    {"splits", m_splits},
+                                                    {"queries_as", "T sequences sharing one cache"}}
+                                   : nlohmann::json(nullptr)}};
   }
 
  private:
+#if NUMPROBE_HAVE_CUDA
+  struct device_buffer {
+    const gpu::device_memory_api* dm;
+    void* ptr;
+    device_buffer(const gpu::device_memory_api* d, int dev, std::size_t n) : dm(d), ptr(d->alloc(dev, n)) {}
+    device_buffer(const device_buffer&) = delete;
+    device_buffer& operator=(const device_buffer&) = delete;
+    ~device_buffer() { dm->release(ptr); }
+  };
+#endif
+
   std::string place(const char* fn = nullptr) const {
     return fn ? fmt::format("plugin {}: {}", m_path, fn) : fmt::format("plugin {}", m_path);
+  }
+
+  struct dtypes {
+    int in, out, native;
+  };
+  // Input buffers: the case's own dtype when it is bf16/f16 and the plugin takes it (stored as
+  // is, as a GPU kernel reads it); else f64 for f64 cases, f32 for every other case (values exact
+  // in the case's dtype: every format numprobe generates is a subset of f32), or f64 when the
+  // plugin takes f64 only. Output: f32, else f64, else the case's own 16-bit dtype.
+  dtypes pick_dtypes(const attention_case& c, const char* fn) const {
+    const bool f64_case = c.dtype == formats::format_id::m_f64;
+    const int native = c.dtype == formats::format_id::m_bf16  ? NUMPROBE_DTYPE_BF16
+                       : c.dtype == formats::format_id::m_f16 ? NUMPROBE_DTYPE_F16
+                                                              : -1;
+    int in_dtype = f64_case ? NUMPROBE_DTYPE_F64 : NUMPROBE_DTYPE_F32;
+    if (native >= 0 && (m_caps.input_dtypes & (1u << native))) {
+      in_dtype = native;
+    } else if (!(m_caps.input_dtypes & (1u << in_dtype))) {
+      if (!f64_case && (m_caps.input_dtypes & (1u << NUMPROBE_DTYPE_F64))) in_dtype = NUMPROBE_DTYPE_F64;
+      else
+        unsupported(fn, fmt::format("inputs in {} (case dtype {}); the plugin accepts {}",
+                                    dtype_name(in_dtype), formats::name(c.dtype),
+                                    dtype_list(m_caps.input_dtypes)));
+    }
+    // Output: f32, else f64, else the case's own 16-bit dtype (a kernel writing its input dtype).
+    int out_dtype = NUMPROBE_DTYPE_F32;
+    if (!(m_caps.output_dtypes & (1u << out_dtype))) {
+      if (m_caps.output_dtypes & (1u << NUMPROBE_DTYPE_F64)) out_dtype = NUMPROBE_DTYPE_F64;
+      else if (native >= 0 && (m_caps.output_dtypes & (1u << native))) out_dtype = native;
+      else
+        unsupported(fn, fmt::format("outputs in f32, f64 or the case dtype {}; the plugin writes {}",
+                                    formats::name(c.dtype), dtype_list(m_caps.output_dtypes)));
+    }
+    return {in_dtype, out_dtype, native};
+  }
+
+  // Serving knobs: --decode and --splits reach numprobe_attention_decode (num_splits); every
+  // other knob has no field in numprobe_decode_params and is refused naming its flag.
+  void parse_knobs(const provider_options& o) {
+    const auto& k = o.knobs;
+    if (k.empty()) return;
+    m_decode_on = k.count("decode") > 0;
+    for (const auto& [name, value] : k) {
+      if (name == "decode" || name == "splits") continue;
+      if (!m_decode_on)
+        throw_input_error("--" + name, "a plugin backend runs numprobe_attention_forward without "
+                                       "serving knobs; add --decode for a plugin's split-KV decode");
+      throw_input_error("--" + name,
+                        "the plugin ABI's decode (numprobe_decode_params) has no field for this "
+                        "knob: a plugin decode takes --splits only (--split-size, paged and fp8 "
+                        "knobs: --backend emu or cuda)");
+    }
+    if (!m_decode_on)
+      throw_input_error("--splits", "a plugin backend runs numprobe_attention_forward; add --decode");
+    if (k.count("splits")) {
+      const std::string& text = k.at("splits");
+      std::int64_t v = 0;
+      try {
+        std::size_t used = 0;
+        v = std::stoll(text, &used);
+        if (used != text.size()) throw std::invalid_argument(text);
+      } catch (const std::exception&) {
+        throw_input_error("--splits", fmt::format("expected an integer, got '{}'", text));
+      }
+      if (v < 1 || v > 65535) throw_input_error("--splits", fmt::format("must be in [1, 65535], got {}", v));
+      m_splits = v;
+    }
+  }
+
+  // Split-KV decode through numprobe_attention_decode. The ABI's decode has one query per
+  // sequence over seq_lens[i] cached keys; a case's T new queries (bottom-right aligned: query
+  // t at absolute position S - T + t) become T sequences of batch element b that share b's
+  // K/V cache (k and v of shape [T, S, Hkv, D] with stride 0 on the first axis) and see
+  //   mask none: S keys;  causal: S - T + t + 1 keys;  causal top-left: t + 1 keys,
+  // clamped to [0, S]. One call per batch element. Sliding windows and mask ranges have no
+  // field in numprobe_decode_params and are refused.
+  attention_output run_decode(const attention_inputs& in, std::span<const std::int64_t> rows) {
+    const attention_case& c = in.c();
+    const char* fn = "numprobe_attention_decode";
+    if (c.mask == mask_kind::m_window || c.mask == mask_kind::m_ranges)
+      throw_input_error("--mask", fmt::format("the plugin ABI's decode takes per-sequence key counts "
+                                              "(seq_lens) only: mask {} cannot be passed to {}",
+                                              to_string(c.mask), fn));
+    const auto [in_dtype, out_dtype, native] = pick_dtypes(c, fn);
+    (void)native;
+    if (m_caps.max_head_dim > 0 && c.head_dim > m_caps.max_head_dim)
+      unsupported(fn, fmt::format("head_dim {} (max {})", c.head_dim, m_caps.max_head_dim));
+    if (c.softcap > 0 && !(m_caps.features & NUMPROBE_FEATURE_SOFTCAP)) unsupported(fn, "softcap");
+    const std::int64_t T = c.t(), S = c.seq, B = c.batch;
+    if (T > 1 && !(m_caps.features & NUMPROBE_FEATURE_BATCH))
+      unsupported(fn, "T > 1 new queries (passed as T sequences sharing one cache: batch > 1)");
+
+    const std::vector<double> q = in.q_all();
+    host_tensor qh(in_dtype, q), kh(in_dtype, in.k()), vh(in_dtype, in.v());
+    const auto o_elems = static_cast<std::size_t>(B * T * c.heads * c.head_dim);
+    host_tensor oh(out_dtype, o_elems);  // poisoned
+    const bool want_lse = m_caps.features & NUMPROBE_FEATURE_LSE;
+    std::vector<float> lsef(want_lse ? static_cast<std::size_t>(B * T * c.heads) : 0, std::nanf(""));
+    std::vector<std::int32_t> seq_lens(static_cast<std::size_t>(T));
+    for (std::int64_t t = 0; t < T; ++t) {
+      std::int64_t n = S;
+      if (c.mask == mask_kind::m_causal) n = S - T + t + 1;
+      if (c.mask == mask_kind::m_causal_top_left) n = t + 1;
+      seq_lens[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(std::clamp<std::int64_t>(n, 0, S));
+    }
+
+    // Base pointers (host, or device below) and the per-batch-element views.
+    void* base[6] = {qh.data(), kh.data(), vh.data(), oh.data(), want_lse ? lsef.data() : nullptr,
+                     seq_lens.data()};
+    const std::size_t ib = dtype_bytes(in_dtype), ob = dtype_bytes(out_dtype);
+    const auto params_for = [&](std::int64_t b) {
+      const auto off = [](void* p, std::size_t bytes) {
+        return p ? static_cast<void*>(static_cast<unsigned char*>(p) + bytes) : nullptr;
+      };
+      const auto rows_q = static_cast<std::size_t>(b * T * c.heads * c.head_dim);
+      const auto rows_kv = static_cast<std::size_t>(b * S * c.kv_heads * c.head_dim);
+      numprobe_decode_params p{};
+      p.struct_size = sizeof(p);
+      p.batch = T;
+      p.max_seq = S;
+      p.heads = c.heads;
+      p.kv_heads = c.kv_heads;
+      p.head_dim = c.head_dim;
+      p.num_splits = m_splits;
+      p.scale = c.softmax_scale();
+      p.softcap = c.softcap;
+      p.q = dense(off(base[0], rows_q * ib), in_dtype, {T, c.heads, c.head_dim});
+      p.k = dense(off(base[1], rows_kv * ib), in_dtype, {T, S, c.kv_heads, c.head_dim});
+      p.v = dense(off(base[2], rows_kv * ib), in_dtype, {T, S, c.kv_heads, c.head_dim});
+      p.k.strides[0] = p.v.strides[0] = 0;  // the T queries share batch element b's cache
+      p.seq_lens = dense(base[5], NUMPROBE_DTYPE_I32, {T});
+      p.o = dense(off(base[3], rows_q * ob), out_dtype, {T, c.heads, c.head_dim});
+      p.lse = dense(off(base[4], static_cast<std::size_t>(b * T * c.heads) * 4), NUMPROBE_DTYPE_F32,
+                    {T, c.heads});
+      p.memory = m_caps.memory;
+      p.device = m_device;
+      p.stream = nullptr;
+      return p;
+    };
+    int status = NUMPROBE_STATUS_OK;
+    std::int64_t failed_b = 0;
+    if (m_caps.memory == NUMPROBE_MEMORY_HOST) {
+      for (std::int64_t b = 0; b < B && status == NUMPROBE_STATUS_OK; ++b) {
+        const numprobe_decode_params p = params_for(b);
+        status = m_decode_fn(&p);
+        failed_b = b;
+      }
+    } else {
+#if NUMPROBE_HAVE_CUDA
+      std::vector<std::unique_ptr<device_buffer>> bufs;
+      const auto upload = [&](int slot, const void* src, std::size_t bytes) {
+        bufs.push_back(std::make_unique<device_buffer>(m_dm, m_device, bytes));
+        m_dm->copy_to_device(bufs.back()->ptr, src, bytes);
+        base[slot] = bufs.back()->ptr;
+      };
+      upload(0, qh.data(), qh.bytes());
+      upload(1, kh.data(), kh.bytes());
+      upload(2, vh.data(), vh.bytes());
+      upload(5, seq_lens.data(), seq_lens.size() * sizeof(std::int32_t));
+      device_buffer od(m_dm, m_device, oh.bytes());
+      m_dm->fill(od.ptr, 0xFF, oh.bytes());  // NaN in every float dtype
+      base[3] = od.ptr;
+      std::unique_ptr<device_buffer> ld;
+      if (want_lse) {
+        ld = std::make_unique<device_buffer>(m_dm, m_device, lsef.size() * sizeof(float));
+        m_dm->fill(ld->ptr, 0xFF, lsef.size() * sizeof(float));
+        base[4] = ld->ptr;
+      }
+      for (std::int64_t b = 0; b < B && status == NUMPROBE_STATUS_OK; ++b) {
+        numprobe_decode_params p = params_for(b);
+        p.stream = m_stream;
+        status = m_decode_fn(&p);
+        failed_b = b;
+      }
+      try {
+        m_dm->synchronize(m_stream);
+      } catch (const error& e) {
+        throw_backend_error(place(fn), fmt::format("the plugin's work on numprobe's stream failed: {}", e.what()));
+      }
+      if (status == NUMPROBE_STATUS_OK) {
+        m_dm->copy_to_host(oh.data(), od.ptr, oh.bytes());
+        if (ld) m_dm->copy_to_host(lsef.data(), ld->ptr, lsef.size() * sizeof(float));
+      }
+#else
+      throw_backend_error(place(), "no CUDA backend compiled");
+#endif
+    }
+    if (status != NUMPROBE_STATUS_OK) {
+      const char* msg = m_last_error ? m_last_error() : nullptr;
+      throw_backend_error(place(fn), fmt::format("returned status {} for case {} (batch element {}){}",
+                                                 status, c.id(), failed_b,
+                                                 msg && *msg ? fmt::format(": {}", msg) : ""));
+    }
+    attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, c.head_dim);
+    const auto row_elems = static_cast<std::size_t>(c.heads * c.head_dim);
+    const auto hq = static_cast<std::size_t>(c.heads);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto r = static_cast<std::size_t>(rows[i]);
+      for (std::size_t e = 0; e < row_elems; ++e) out.o[i * row_elems + e] = oh.at(r * row_elems + e);
+      if (want_lse)
+        for (std::size_t h = 0; h < hq; ++h) out.lse[i * hq + h] = lsef[r * hq + h];
+    }
+    return out;
   }
 
   [[noreturn]] void unsupported(const char* fn, const std::string& what) const {
@@ -345,7 +553,7 @@ class plugin_provider final : public attention_provider {
     m_forward = symbol<numprobe_attention_forward_fn>("numprobe_attention_forward", true);
     // Optional ops must be exported when advertised.
     if (m_caps.ops & NUMPROBE_OP_DECODE)
-      (void)symbol<numprobe_attention_decode_fn>("numprobe_attention_decode", true);
+      m_decode_fn = symbol<numprobe_attention_decode_fn>("numprobe_attention_decode", true);
     if (m_caps.ops & NUMPROBE_OP_QUANTIZE)
       (void)symbol<numprobe_quantize_fn>("numprobe_quantize", true);
     if (m_caps.memory == NUMPROBE_MEMORY_CUDA) {
@@ -375,14 +583,6 @@ class plugin_provider final : public attention_provider {
   int run_on_device(numprobe_attention_params& p, std::initializer_list<host_tensor*> inputs,
                     host_tensor& o, std::vector<float>& lse) {
 #if NUMPROBE_HAVE_CUDA
-    struct device_buffer {
-      const gpu::device_memory_api* dm;
-      void* ptr;
-      device_buffer(const gpu::device_memory_api* d, int dev, std::size_t n) : dm(d), ptr(d->alloc(dev, n)) {}
-      device_buffer(const device_buffer&) = delete;
-      device_buffer& operator=(const device_buffer&) = delete;
-      ~device_buffer() { dm->release(ptr); }
-    };
     std::vector<std::unique_ptr<device_buffer>> bufs;
     numprobe_tensor* in_t[] = {&p.q, &p.k, &p.v};
     int i = 0;
@@ -429,6 +629,9 @@ class plugin_provider final : public attention_provider {
   numprobe_capabilities m_caps{};
   numprobe_attention_forward_fn m_forward = nullptr;
   numprobe_kernel_last_error_fn m_last_error = nullptr;
+  numprobe_attention_decode_fn m_decode_fn = nullptr;
+  bool m_decode_on = false;
+  std::int64_t m_splits = 4;  // --splits (the cuda/emu default)
   tile_shape m_tiles;
 };
 
