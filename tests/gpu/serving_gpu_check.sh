@@ -67,6 +67,7 @@ if ! skip cli; then
   run "$NP" attention --queries 4 --backend emu --tile 64x128 --state p=f32 --seq 4096 --p-format e4m3fn --p-prescale 448 --acc-promote 4
   run "$NP" drift --decode --queries 1 --splits 16 --backend cuda --seq 128..16384 --points tile --json "$OUT/drift_decode.json"
   run "$NP" drift --backend "plugin:$PLUGIN" --seq 128..16384 --points tile --json "$OUT/drift_plugin.json"
+  run "$NP" drift --decode --splits 4 --backend "plugin:$PLUGIN" --seq 128..4096 --json "$OUT/drift_plugin_decode.json"
   run "$NP" drift --backend cuda --seq 128..16384 --points tile --json "$OUT/drift_cuda.json"
   run "$NP" softmax --backend cuda --vocab 262144 --chunk 1024 --rows 8
   run "$NP" softmax --backend cuda --vocab 128256 --mask all

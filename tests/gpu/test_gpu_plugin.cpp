@@ -108,5 +108,82 @@ TEST(gpu_plugin, unsupported_case_is_a_backend_error_naming_the_plugin) {
   }
 }
 
+
+// ---------------------------------------------------------------- split-KV decode (issue 8)
+// `--decode --splits N --backend plugin:libnumprobe_cuda_plugin.so` against `--decode --splits N
+// --backend cuda`. Basis of bit equality: the plugin's numprobe_attention_decode launches the
+// same decode_split + decode_merge kernels (flash_decode.cuh) with the same parameters — the
+// T queries of one batch element as one launch with t = T, chunk = ceil(S / N), fp32 scale times
+// log2 e — on the same bf16/f16 values; each (batch element, head) block is independent of the
+// others and the kernels are deterministic (no atomics), so O and LSE must match exactly.
+
+std::unique_ptr<attention_provider> decode_on(const std::string& backend, int splits) {
+  provider_options o;
+  o.backend = backend;
+  o.knobs["decode"] = "1";
+  o.knobs["splits"] = std::to_string(splits);
+  return make_attention_provider(o);
+}
+
+TEST(gpu_plugin, decode_same_bits_as_cuda_decode) {
+  NUMPROBE_REQUIRE_GPU();
+  struct point {
+    std::int64_t s, t;
+    int splits;
+    mask_kind m;
+    formats::format_id dt;
+  };
+  const auto bf16 = formats::format_id::m_bf16, f16 = formats::format_id::m_f16;
+  // Lengths crossing the split boundary (chunk = ceil(S / splits)) and the kernel's 128-key
+  // tile, T = 1..8, splits > S (empty splits), causal with T close to S.
+  const point points[] = {{1, 1, 4, mask_kind::m_none, bf16},     {127, 1, 4, mask_kind::m_none, bf16},
+                          {128, 8, 4, mask_kind::m_causal, bf16}, {129, 5, 4, mask_kind::m_causal, bf16},
+                          {513, 3, 4, mask_kind::m_none, f16},    {1000, 8, 7, mask_kind::m_causal, bf16},
+                          {5, 4, 16, mask_kind::m_causal, bf16},  {6, 8, 64, mask_kind::m_none, bf16},
+                          {4096, 2, 1, mask_kind::m_causal, f16}, {4097, 8, 32, mask_kind::m_causal, bf16}};
+  for (const point& pt : points) {
+    attention_case c = pcase(pt.s, pt.m, pt.dt);
+    c.queries = pt.t;
+    c.batch = 2;
+    auto plug = decode_on(std::string("plugin:") + NUMPROBE_CUDA_PLUGIN_PATH, pt.splits);
+    auto cuda = decode_on("cuda", pt.splits);
+    const attention_inputs in(c, false);
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(c.batch * c.t()));
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
+    const attention_output a = plug->run(in, rows);
+    const attention_output b = cuda->run(in, rows);
+    const std::string what = c.id() + " splits " + std::to_string(pt.splits);
+    for (double x : a.o) ASSERT_FALSE(std::isnan(x)) << what << ": a poisoned element was not written";
+    same_bits(a, b, what);
+  }
+}
+
+TEST(gpu_plugin, decode_refusals_name_the_flag_or_the_function) {
+  NUMPROBE_REQUIRE_GPU();
+  // softcap: the decode kernel has none; the plugin says so (backend error naming the plugin).
+  attention_case c = pcase(300, mask_kind::m_causal);
+  c.queries = 2;
+  c.softcap = 30.0;
+  auto plug = decode_on(std::string("plugin:") + NUMPROBE_CUDA_PLUGIN_PATH, 4);
+  try {
+    (void)plug->run(attention_inputs(c, false), std::vector<std::int64_t>{0});
+    ADD_FAILURE() << "softcap accepted by the plugin decode";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), exit_code::m_backend) << e.what();
+    EXPECT_NE(std::string(e.what()).find("numprobe_attention_decode"), std::string::npos) << e.what();
+  }
+  // --page-size has no field in numprobe_decode_params: exit 2 naming the flag.
+  provider_options o;
+  o.backend = std::string("plugin:") + NUMPROBE_CUDA_PLUGIN_PATH;
+  o.knobs = {{"decode", "1"}, {"page-size", "16"}};
+  try {
+    (void)make_attention_provider(o);
+    ADD_FAILURE() << "--page-size accepted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), exit_code::m_input) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("--page-size", 0), 0u) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace numprobe::gpu::testing
