@@ -24,7 +24,7 @@ fi
 
 mkdir -p "$out"
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
-       -fno-sanitize-recover=undefined -I"$root/include" -I"$root")
+       -fno-sanitize-recover=undefined -Wno-psabi -I"$root/include" -I"$root")
 # The io layer and the formats layer it decodes with; formats needs nothing else.
 sources=("$root"/src/io/*.cpp "$root"/src/formats/*.cpp)
 

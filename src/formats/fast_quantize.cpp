@@ -50,7 +50,6 @@ using v4u = std::uint64_t __attribute__((vector_size(32)));
 using v4f = float __attribute__((vector_size(16)));
 using v4u32 = std::uint32_t __attribute__((vector_size(16)));
 using v4u16 = std::uint16_t __attribute__((vector_size(8)));
-using v4h = _Float16 __attribute__((vector_size(8)));
 
 constexpr double k_inf = std::numeric_limits<double>::infinity();
 constexpr std::uint64_t k_sign = std::uint64_t{1} << 63;
@@ -115,18 +114,46 @@ struct source<bf16_tag> {
   }
 };
 
-template <>
-struct source<_Float16> {
-  const _Float16* p;
-  v4d load(std::int64_t i) const {
-    v4h h;
-    std::memcpy(&h, p + i, sizeof h);
-    return __builtin_convertvector(__builtin_convertvector(h, v4f), v4d);
+// binary16 bits -> float, exact (every half is a float). Portable: no _Float16, which older
+// compilers (clang < 15 on x86) reject; with F16C (x86-64-v3) the vector loads use vcvtph2ps.
+inline float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16;
+  const std::uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0) {  // zero or subnormal: m * 2^-24, exact in float
+    const float v = static_cast<float>(m) * 0x1p-24f;
+    return sign ? -v : v;
   }
+  if (e == 31) return std::bit_cast<float>(sign | 0x7F800000u | (m << 13));  // inf / NaN
+  return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+inline v4f half4_to_float(const std::uint16_t* p) {
+  v4f r;
+#if defined(__F16C__)
+  std::uint64_t bits;
+  std::memcpy(&bits, p, sizeof bits);
+  const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(bits)));
+  std::memcpy(&r, &f, sizeof r);
+#else
+  for (int l = 0; l < 4; ++l) {
+    std::uint16_t h;
+    std::memcpy(&h, p + l, sizeof h);
+    r[l] = half_to_float(h);
+  }
+#endif
+  return r;
+}
+
+struct f16_tag {};
+
+template <>
+struct source<f16_tag> {
+  const std::uint16_t* p;
+  v4d load(std::int64_t i) const { return __builtin_convertvector(half4_to_float(p + i), v4d); }
   double at(std::int64_t i) const {
-    _Float16 h;
+    std::uint16_t h;
     std::memcpy(&h, p + i, sizeof h);
-    return static_cast<double>(static_cast<float>(h));
+    return static_cast<double>(half_to_float(h));
   }
 };
 
@@ -810,7 +837,7 @@ void fast_quantizer::strip(const void* data, fast_input in, std::int64_t cols, s
       return strip_typed(source<bf16_tag>{static_cast<const std::uint16_t*>(data)}, cols, row0,
                          nrows, block_cols, blocks, sums, summary);
     case fast_input::m_f16:
-      return strip_typed(source<_Float16>{static_cast<const _Float16*>(data)}, cols, row0,
+      return strip_typed(source<f16_tag>{static_cast<const std::uint16_t*>(data)}, cols, row0,
                          nrows, block_cols, blocks, sums, summary);
   }
 }
@@ -832,7 +859,6 @@ namespace {
 using v8f = float __attribute__((vector_size(32)));
 using v8u32 = std::uint32_t __attribute__((vector_size(32)));
 using v8u16 = std::uint16_t __attribute__((vector_size(16)));
-using v8h = _Float16 __attribute__((vector_size(16)));
 
 // The finite amax of float-valued elements in eight float lanes: |x| and max are exact in
 // float, so this is the double result.
@@ -881,9 +907,9 @@ double fast_quantizer::finite_amax(const void* data, fast_input in, std::size_t 
       return finite_amax_f(
           n,
           [&](std::size_t i) {
-            v8h h;
-            std::memcpy(&h, bytes + 2 * i, sizeof h);
-            return __builtin_convertvector(h, v8f);
+            const auto* p = reinterpret_cast<const std::uint16_t*>(bytes + 2 * i);
+            const v4f lo = half4_to_float(p), hi = half4_to_float(p + 4);
+            return v8f{lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]};
           },
           [&](std::size_t i) { return element(data, in, i); });
     default: break;
@@ -906,7 +932,7 @@ double fast_quantizer::finite_amax(const void* data, fast_input in, std::size_t 
     case fast_input::m_f64: return run(source<double>{static_cast<const double*>(data)});
     case fast_input::m_f32: return run(source<float>{static_cast<const float*>(data)});
     case fast_input::m_bf16: return run(source<bf16_tag>{static_cast<const std::uint16_t*>(data)});
-    case fast_input::m_f16: return run(source<_Float16>{static_cast<const _Float16*>(data)});
+    case fast_input::m_f16: return run(source<f16_tag>{static_cast<const std::uint16_t*>(data)});
   }
   return 0.0;
 }
@@ -917,7 +943,7 @@ double fast_quantizer::element(const void* data, fast_input in, std::size_t i) {
     case fast_input::m_f64: return source<double>{static_cast<const double*>(data)}.at(k);
     case fast_input::m_f32: return source<float>{static_cast<const float*>(data)}.at(k);
     case fast_input::m_bf16: return source<bf16_tag>{static_cast<const std::uint16_t*>(data)}.at(k);
-    case fast_input::m_f16: return source<_Float16>{static_cast<const _Float16*>(data)}.at(k);
+    case fast_input::m_f16: return source<f16_tag>{static_cast<const std::uint16_t*>(data)}.at(k);
   }
   return 0.0;
 }
