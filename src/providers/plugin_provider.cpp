@@ -262,22 +262,9 @@ class plugin_provider final : public attention_provider {
     } else {
       status = run_on_device(p, {&qh, &kh, &vh}, oh, lsef);
     }
-    if (status != NUMPROBE_STATUS_OK) {
-      const char* msg = m_last_error ? m_last_error() : nullptr;
-      throw_backend_error(place(fn), fmt::format("returned status {} for case {}{}", status, c.id(),
-                                                 msg && *msg ? fmt::format(": {}", msg) : ""));
-    }
+    check_status(fn, status, c.id());
 
-    attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, c.head_dim);
-    const auto row_elems = static_cast<std::size_t>(c.heads * c.head_dim);
-    const auto hq = static_cast<std::size_t>(c.heads);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const auto r = static_cast<std::size_t>(rows[i]);
-      for (std::size_t e = 0; e < row_elems; ++e) out.o[i * row_elems + e] = oh.at(r * row_elems + e);
-      if (want_lse)
-        for (std::size_t h = 0; h < hq; ++h) out.lse[i * hq + h] = lsef[r * hq + h];
-    }
-    return out;
+    return gather_rows(c, rows, oh, lsef, want_lse);
   }
 
   nlohmann::json metadata() const override {
@@ -497,12 +484,21 @@ class plugin_provider final : public attention_provider {
       throw_backend_error(place(), "no CUDA backend compiled");
 #endif
     }
-    if (status != NUMPROBE_STATUS_OK) {
-      const char* msg = m_last_error ? m_last_error() : nullptr;
-      throw_backend_error(place(fn), fmt::format("returned status {} for case {} (batch element {}){}",
-                                                 status, c.id(), failed_b,
-                                                 msg && *msg ? fmt::format(": {}", msg) : ""));
-    }
+    check_status(fn, status, fmt::format("{} (batch element {})", c.id(), failed_b));
+    return gather_rows(c, rows, oh, lsef, want_lse);
+  }
+
+  void check_status(const char* fn, int status, const std::string& what) const {
+    if (status == NUMPROBE_STATUS_OK) return;
+    const char* msg = m_last_error ? m_last_error() : nullptr;
+    throw_backend_error(place(fn), fmt::format("returned status {} for case {}{}", status, what,
+                                               msg && *msg ? fmt::format(": {}", msg) : ""));
+  }
+
+  // The rows the case asks for, out of the plugin's [rows, H, D] output (and LSE).
+  static attention_output gather_rows(const attention_case& c, std::span<const std::int64_t> rows,
+                                      const host_tensor& oh,
+                                      const std::vector<float>& lsef, bool want_lse) {
     attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, c.head_dim);
     const auto row_elems = static_cast<std::size_t>(c.heads * c.head_dim);
     const auto hq = static_cast<std::size_t>(c.heads);

@@ -299,6 +299,33 @@ void decode_on_device(const numprobe_decode_params& a) {
   else decode_typed<platform::bf16>(a, lens, stream);
 }
 
+// The ABI boundary of every entry point: no exception crosses it; a refusal keeps its status,
+// numprobe's input errors read as unsupported, anything else as failed; the message stays for
+// numprobe_kernel_last_error.
+template <class Params>
+int guarded_call(const Params* p, void (*body)(const Params&)) noexcept {
+  g_last_error.clear();
+  if (!p) {
+    g_last_error = "null parameters";
+    return NUMPROBE_STATUS_INVALID;
+  }
+  try {
+    body(*p);
+    return NUMPROBE_STATUS_OK;
+  } catch (const refused& r) {
+    g_last_error = r.what;
+    return r.status;
+  } catch (const numprobe::error& e) {
+    g_last_error = e.what();
+    return e.code() == numprobe::exit_code::m_input ? NUMPROBE_STATUS_UNSUPPORTED : NUMPROBE_STATUS_FAILED;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return NUMPROBE_STATUS_FAILED;
+  } catch (...) {
+    return NUMPROBE_STATUS_FAILED;
+  }
+}
+
 }  // namespace
 }  // namespace plugin
 }  // namespace numprobe::gpu
@@ -328,49 +355,11 @@ NUMPROBE_PLUGIN_EXPORT int numprobe_kernel_capabilities(numprobe_capabilities* c
 }
 
 NUMPROBE_PLUGIN_EXPORT int numprobe_attention_forward(const numprobe_attention_params* p) {
-  using namespace numprobe::gpu::plugin;
-  g_last_error.clear();
-  if (!p) {
-    g_last_error = "null parameters";
-    return NUMPROBE_STATUS_INVALID;
-  }
-  try {
-    forward_on_device(*p);
-    return NUMPROBE_STATUS_OK;
-  } catch (const refused& r) {
-    g_last_error = r.what;
-    return r.status;
-  } catch (const numprobe::error& e) {
-    g_last_error = e.what();
-    return e.code() == numprobe::exit_code::m_input ? NUMPROBE_STATUS_UNSUPPORTED
-                                                    : NUMPROBE_STATUS_FAILED;
-  } catch (const std::exception& e) {
-    g_last_error = e.what();
-    return NUMPROBE_STATUS_FAILED;
-  }
+  return numprobe::gpu::plugin::guarded_call(p, numprobe::gpu::plugin::forward_on_device);
 }
 
 NUMPROBE_PLUGIN_EXPORT int numprobe_attention_decode(const numprobe_decode_params* p) {
-  using namespace numprobe::gpu::plugin;
-  g_last_error.clear();
-  if (!p) {
-    g_last_error = "null parameters";
-    return NUMPROBE_STATUS_INVALID;
-  }
-  try {
-    decode_on_device(*p);
-    return NUMPROBE_STATUS_OK;
-  } catch (const refused& r) {
-    g_last_error = r.what;
-    return r.status;
-  } catch (const numprobe::error& e) {
-    g_last_error = e.what();
-    return e.code() == numprobe::exit_code::m_input ? NUMPROBE_STATUS_UNSUPPORTED
-                                                    : NUMPROBE_STATUS_FAILED;
-  } catch (const std::exception& e) {
-    g_last_error = e.what();
-    return NUMPROBE_STATUS_FAILED;
-  }
+  return numprobe::gpu::plugin::guarded_call(p, numprobe::gpu::plugin::decode_on_device);
 }
 
 NUMPROBE_PLUGIN_EXPORT const char* numprobe_kernel_last_error(void) {
