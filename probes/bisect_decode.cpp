@@ -37,17 +37,7 @@ decode_checks run_decode_checks(bisect_context& ctx, const attention_case& c, co
                                 std::int64_t tile_k, const family_evidence& fam) {
   decode_checks r;
   const auto& po = ctx.base_provider();
-  if (!ctx.decode()) {
-    r.reason = "the case does not run as split-KV decode";
-    return r;
-  }
-  if (!before.failed) {
-    r.reason = "no failing case to re-run";
-    return r;
-  }
-  r.ran = true;
-  r.case_id = c.id();
-  r.seq = c.seq;
+  if (!begin_recheck(r, c, before, ctx.decode() ? "" : "the case does not run as split-KV decode")) return r;
   r.splits = po.knobs.count("split-size") ? 0 : knob_int(po, "splits", 4);
   r.page_size = knob_int(po, "page-size", 16);
 

@@ -16,11 +16,7 @@ struct decode_sweep_point {
   probe_outcome outcome;
 };
 
-struct decode_checks {
-  bool ran = false;
-  std::string reason;       // why it did not run
-  std::string case_id;      // the failing case the checks re-ran
-  std::int64_t seq = 0;
+struct decode_checks : recheck_header {
   std::int64_t splits = 0;  // the case's split count (0: set by split size)
   std::int64_t page_size = 0;
   mechanism_check single_split;

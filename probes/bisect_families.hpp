@@ -20,6 +20,31 @@ struct probe_outcome {
   std::size_t step = 0; // trace index (1-based)
 };
 
+// What every re-run of the failing case (decode checks, fp8 points) records first.
+struct recheck_header {
+  bool ran = false;
+  std::string reason;   // why it did not run
+  std::string case_id;  // the failing case it re-ran
+  std::int64_t seq = 0;
+};
+
+// Starts a re-run: false (with the reason) when it does not apply or there is no failing case.
+inline bool begin_recheck(recheck_header& h, const attention_case& c, const probe_outcome& before,
+                          const std::string& not_applicable) {
+  if (!not_applicable.empty()) {
+    h.reason = not_applicable;
+    return false;
+  }
+  if (!before.failed) {
+    h.reason = "no failing case to re-run";
+    return false;
+  }
+  h.ran = true;
+  h.case_id = c.id();
+  h.seq = c.seq;
+  return true;
+}
+
 // A kernel-mask probe and its control: the same visible keys given as explicit ranges, which
 // the kernel does not derive from the mask kind (so a mask bug shows in one and not the other,
 // while bugs of the walk itself show in both).

@@ -71,17 +71,7 @@ std::string fp8_point_meaning(const std::string& point, const provider_options& 
 fp8_points_result separate_fp8_points(bisect_context& ctx, const attention_case& c, const probe_outcome& before) {
   fp8_points_result r;
   r.active = active_fp8_points(ctx.base_provider());
-  if (r.active.empty()) {
-    r.reason = "the case quantizes no fp8 point";
-    return r;
-  }
-  if (!before.failed) {
-    r.reason = "no failing case to re-run";
-    return r;
-  }
-  r.ran = true;
-  r.case_id = c.id();
-  r.seq = c.seq;
+  if (!begin_recheck(r, c, before, r.active.empty() ? "the case quantizes no fp8 point" : "")) return r;
   r.before = before;
   auto attempt = [&](const std::vector<std::string>& pts) {
     std::string change;

@@ -21,11 +21,7 @@ struct fp8_restoration {
   probe_outcome outcome;
 };
 
-struct fp8_points_result {
-  bool ran = false;
-  std::string reason;                // why it did not run
-  std::string case_id;               // the failing case it re-ran
-  std::int64_t seq = 0;
+struct fp8_points_result : recheck_header {
   std::vector<std::string> active;   // the points the case quantizes
   probe_outcome before;              // as configured (fails)
   std::vector<fp8_restoration> restorations;  // singles first, then sets
