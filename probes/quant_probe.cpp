@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <fstream>
 #include <limits>
+#include <string>
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/io/load_tensor.hpp"
@@ -130,10 +132,41 @@ worked_block work(const formats::quant_result& q, std::span<const double> x, std
   return w;
 }
 
+// MemAvailable from /proc/meminfo in bytes; 0 where it cannot be read (no check then).
+double available_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (f >> key >> kib) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return 0.0;
+}
+
+// The element-wise analysis holds, per element, the input and the dequantized value in double,
+// the unpacked code (4 bytes) and its share of the block statistics: about 28 bytes. A tensor
+// that would not fit is refused up front, naming the streamed alternative, instead of being
+// killed by the OOM killer half way through.
+void check_fits(const std::string& what, std::int64_t elements) {
+  constexpr double bytes_per_element = 28.0;
+  const double need = bytes_per_element * static_cast<double>(elements);
+  const double have = available_memory();
+  if (have > 0 && need > 0.8 * have)
+    throw_input_error(what, fmt::format("{} elements need about {:.1f} GiB for the element-wise "
+                                        "analysis, {:.1f} GiB of memory is available; `numprobe scan "
+                                        "FILE --format SCHEME` analyses a file streamed in bounded memory",
+                                        elements, need / 1073741824.0, have / 1073741824.0));
+}
+
 void load_input(const quant_probe_options& o, quant_report& r, std::int64_t& rows,
                 std::int64_t& cols) {
   if (o.input.empty()) {
     if (o.rows <= 0 || o.cols <= 0) throw_input_error("--shape", "give --shape MxN or --input");
+    if (o.rows > std::numeric_limits<std::int64_t>::max() / o.cols)
+      throw_input_error("--shape", fmt::format("{}x{} overflows", o.rows, o.cols));
+    check_fits("--shape", o.rows * o.cols);
     rows = o.rows;
     cols = o.cols;
     r.input = make_quant_input(o.dist, o.seed, rows, cols);
@@ -144,6 +177,7 @@ void load_input(const quant_probe_options& o, quant_report& r, std::int64_t& row
   r.input_shape = t.shape;
   const auto n = static_cast<std::int64_t>(t.element_count());
   if (n == 0) throw_input_error(o.input, "the tensor is empty");
+  check_fits(o.input, n);
   // Leading dimensions flatten into rows; the last dimension is the reduction axis.
   cols = t.shape.empty() ? 1 : static_cast<std::int64_t>(t.shape.back());
   rows = n / cols;

@@ -129,11 +129,15 @@ TEST(quant_cli, input_errors_exit_2_with_one_line) {
                            "--scheme mxfp4 --shape 8x64 --rule up",
                            "--scheme mxfp4 --shape 8x64 --bound 'nosuch<=1'",
                            "--scheme int4-awq --shape 8x64 --format e2m1",
-                           "--scheme mxfp4 --input /nonexistent/x.npy"}) {
+                           "--scheme mxfp4 --input /nonexistent/x.npy",
+                           // 10^12 elements: ~26 TiB for the element-wise analysis, more than
+                           // any machine this runs on; refused before allocating, naming scan.
+                           "--scheme nvfp4 --shape 1000000x1000000"}) {
     const auto r = run(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
   }
+  EXPECT_NE(run("--scheme nvfp4 --shape 1000000x1000000").out.find("numprobe scan"), std::string::npos);
   const auto dir = temp_dir("shape");
   const std::vector<std::uint64_t> shape = {1, 64};
   numprobe::io::write_npy(dir / "x.npy", shape, mx_input());
