@@ -17,7 +17,9 @@
 #include "numprobe/core/error.hpp"
 #include "numprobe/io/checkpoint.hpp"
 #include "numprobe/io/load_tensor.hpp"
+#include "numprobe/io/safetensors.hpp"
 #include "src/formats/fast_quantize.hpp"
+#include "src/io/prefetch.hpp"
 
 namespace numprobe::probes {
 namespace {
@@ -585,9 +587,35 @@ scan_report run_scan(const scan_options& o) {
     total += take ? 1 : 0;
   }
 
+  // The read-ahead plan: the selected tensors' byte ranges in the order the pass visits them
+  // (shard by shard, by position in the shard), and where each starts in the plan.
+  std::vector<io::file_range> plan;
+  std::map<std::string, std::uint64_t> plan_start;
+  if (o.prefetch_window > 0) {
+    std::uint64_t at = 0;
+    const auto add = [&](const io::tensor_view& v, const std::filesystem::path& file) {
+      const auto offset = static_cast<std::uint64_t>(v.bytes.data() - v.owner->bytes().data());
+      plan.push_back({file, offset, v.bytes.size()});
+      plan_start.emplace(v.name, at);
+      at += v.bytes.size();
+    };
+    if (npy) {
+      if (npy_view->owner && selected[npy_view->name]) add(*npy_view, o.checkpoint);
+    } else {
+      for (std::size_t s = 0; s < ck->shards().size(); ++s) {
+        const auto f = io::safetensors_file::open(ck->shards()[s]);
+        for (const auto& e : ck->tensors())
+          if (e.shard == s && selected[e.name])
+            if (const auto* v = f.find(e.name); v && v->owner) add(*v, ck->shards()[s]);
+      }
+    }
+  }
+  io::prefetcher ahead(std::move(plan), {.window = o.prefetch_window});
+
   std::size_t done = 0;
   const auto scan_view = [&](const io::tensor_view& v) {
     if (!selected[v.name]) return;
+    if (const auto it = plan_start.find(v.name); it != plan_start.end()) ahead.consumed(it->second);
     scan_tensor t;
     t.name = v.name;
     t.dtype = std::string(io::name(v.dtype));
@@ -600,9 +628,9 @@ scan_report run_scan(const scan_options& o) {
       (void)nr;
       v.decode(static_cast<std::uint64_t>(r0 * t.cols), out);
     };
-    // Read-ahead: the next tensor of a safetensors shard starts where this one ends; ask for
-    // about as many bytes as this one has, so the disk works while the bands below compute.
-    if (v.owner) {
+    // Without the prefetcher, a hint instead: the next tensor of a safetensors shard starts
+    // where this one ends; ask for about as many bytes as this one has.
+    if (v.owner && o.prefetch_window == 0) {
       const auto base = v.owner->bytes().data();
       const auto end = static_cast<std::size_t>(v.bytes.data() + v.bytes.size() - base);
       v.owner->will_need(end, v.bytes.size());

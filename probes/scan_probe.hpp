@@ -23,6 +23,10 @@ struct scan_options {
   std::string filter;                            // ECMAScript regex on names ("" = all)
   bool all = false;                              // include non-matrix tensors (norms, biases)
   std::int64_t band_elements = std::int64_t{1} << 20;
+  // A reader thread keeps the next tensors' bytes coming into the page cache, at most this many
+  // bytes ahead of the tensor being scanned (src/io/prefetch.hpp), so disk reads overlap the
+  // quantization; 0 turns it off. Never changes a result, only the speed.
+  std::uint64_t prefetch_window = std::uint64_t{512} << 20;
   // Called after each tensor with (tensors done, tensors selected, name).
   std::function<void(std::size_t, std::size_t, const std::string&)> progress;
 };

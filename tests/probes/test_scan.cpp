@@ -180,6 +180,46 @@ TEST(scan, same_result_for_one_or_two_threads_and_in_place_or_fetched) {
   }
 }
 
+// The read-ahead thread only warms the page cache: a sharded checkpoint scans to the same
+// report, bit for bit, with it on (a window smaller than one tensor, and a large one) or off,
+// on one thread or two.
+TEST(scan, same_report_with_or_without_read_ahead_for_one_or_two_threads) {
+  temp_dir dir;
+  auto q = plain(5), k = plain(6), down = plain(7);
+  for (std::int64_t r = 0; r < k_rows; ++r) down[r * k_cols + k_outlier_col] = static_cast<float>(k_outlier);
+  for (std::size_t i = 0; i < q.size(); i += 97) q[i] *= 1.0f + 0.01f * static_cast<float>(i % 13);
+  io::write_safetensors(dir.path / "a.safetensors",
+                        {io::tensor_of("model.layers.0.self_attn.q_proj.weight", {k_rows, k_cols}, q),
+                         io::tensor_of("model.layers.0.self_attn.k_proj.weight", {k_rows, k_cols}, k)});
+  io::write_safetensors(dir.path / "b.safetensors",
+                        {io::tensor_of("model.layers.1.mlp.down_proj.weight", {k_rows, k_cols}, down)});
+  {
+    std::FILE* f = std::fopen((dir.path / "model.safetensors.index.json").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("{\"weight_map\": {\"model.layers.0.self_attn.q_proj.weight\": \"a.safetensors\", "
+               "\"model.layers.0.self_attn.k_proj.weight\": \"a.safetensors\", "
+               "\"model.layers.1.mlp.down_proj.weight\": \"b.safetensors\"}}", f);
+    std::fclose(f);
+  }
+  probes::scan_options o;
+  o.checkpoint = (dir.path / "model.safetensors.index.json").string();
+  o.schemes = {"nvfp4", "mxfp4", "fp8-block128", "int4-awq"};
+  o.band_elements = 4 * k_cols;
+  std::vector<std::string> reports;
+  for (const int threads : {1, 2})
+    for (const std::uint64_t window : {std::uint64_t{0}, std::uint64_t{4096}, std::uint64_t{1} << 30}) {
+      omp_set_num_threads(threads);
+      o.prefetch_window = window;
+      auto j = probes::to_json(probes::run_scan(o));
+      j.erase("seconds");  // wall time: the only field allowed to differ
+      reports.push_back(j.dump());
+    }
+  omp_set_num_threads(2);
+  ASSERT_EQ(reports.size(), 6u);
+  EXPECT_NE(reports[0].find("down_proj"), std::string::npos);
+  for (std::size_t i = 1; i < reports.size(); ++i) EXPECT_EQ(reports[i], reports[0]) << i;
+}
+
 TEST(scan, layer_names) {
   EXPECT_EQ(probes::layer_type_of("model.layers.3.self_attn.q_proj.weight"), "q_proj");
   EXPECT_EQ(probes::layer_type_of("model.layers.3.self_attn.q_norm.weight"), "norms");
