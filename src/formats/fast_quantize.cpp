@@ -34,6 +34,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <type_traits>
 #ifdef __AVX__
 #include <immintrin.h>
 #endif
@@ -66,6 +67,18 @@ inline double hmax(v4d v) {
 }
 inline double hsum(v4d v) { return (v[0] + v[1]) + (v[2] + v[3]); }
 inline std::int64_t hsum(v4i v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+// a * b + c with one rounding where the target has FMA (x86-64-v3), as GCC contracts the
+// sums' `s += a * b` there; two roundings otherwise. Written out so that the fast row path
+// (below) makes the same choice whatever the compiler's contraction setting.
+inline v4d fmadd(v4d a, v4d b, v4d c) {
+#ifdef __FMA__
+  return reinterpret_cast<v4d>(_mm256_fmadd_pd(reinterpret_cast<__m256d>(a),
+                                               reinterpret_cast<__m256d>(b),
+                                               reinterpret_cast<__m256d>(c)));
+#else
+  return a * b + c;
+#endif
+}
 
 // Element loads: four at a time, or a part (lanes >= n are 0 and reported invalid).
 template <class T>
@@ -524,16 +537,18 @@ struct row_source {
 struct row_scratch {
   std::vector<double> x;
   std::vector<double> amax, scale, eff, div, inv;
-  std::vector<std::int64_t> argmax, code;
+  std::vector<std::int64_t> code;
   std::vector<std::int64_t> underflow;  // 0 or -1 (a vector mask)
   std::vector<std::int32_t> flushed, clipped;
+  std::vector<v4i> flush_lanes, clip_lanes;  // pass 2's per-block lane counts (Abs rows)
   void resize(std::size_t n) {
+    flush_lanes.resize(n);
+    clip_lanes.resize(n);
     amax.resize(n);
     scale.resize(n);
     eff.resize(n);
     div.resize(n);
     inv.resize(n);
-    argmax.resize(n);
     code.resize(n);
     underflow.resize(n);
     flushed.resize(n);
@@ -556,7 +571,13 @@ inline unsigned equal_bits(v4d a, double m) {
 // holds a non-finite value or a block could dequantize beyond the double range, so the
 // caller takes the general path.
 // W: the block width when it is a compile-time constant (16, 32: loops unroll), else 0.
-template <std::int64_t W, class S>
+// Abs (symmetric float element formats): the row is kept as |x| and coded as |x|. Every
+// operation below is odd in x (x / s, x * (1/s), the element rounding, which rounds |t| and
+// restores the sign, and dq = y * eff), so dq(|x|) = |dq(x)| and dq(|x|) - |x| = +-(dq - x)
+// exactly; the terms (x^2, (dq - x)^2, |dq - x|), the flush test (x != 0, dq == 0) and the
+// clip test (|t| > max, the range being symmetric) are the same numbers, with no sign to
+// split off and put back per element. Integer formats (lowest = -max - 1) take Abs = false.
+template <std::int64_t W, bool Abs, class S>
 bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, double unit,
               const std::function<void(block_stats&)>& scale_of, std::int64_t cols,
               std::int64_t row, std::int64_t bcols_rt, std::span<block_stats> blocks,
@@ -570,30 +591,32 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
   if (w.x.size() < static_cast<std::size_t>(cols)) w.x.resize(static_cast<std::size_t>(cols));
   double* const xrow = w.x.data();
   const auto keep = [&](std::int64_t i) {  // element i of the row, widened and kept
-    const v4d x = in.load(i);
+    const v4d x = Abs ? vabs(in.load(i)) : in.load(i);
     std::memcpy(xrow + (i - base), &x, sizeof x);
     return x;
   };
   const row_source src{xrow, base};
-  // Pass 1: amax and the first element holding it; a non-finite element makes `sum` non-finite.
+  // Pass 1: every block's amax (its first holder is found only for the blocks reported, by
+  // argmax_of below). A non-finite element makes `sum` non-finite; for f64 elements the sum
+  // of |x| may also overflow, which sends the row to the general path too. Narrower elements
+  // cannot overflow it, so their check is a mask (no chain of dependent additions).
+  constexpr bool wide = std::is_same_v<S, source<double>>;
   v4d sum = splat(0.0);
+  v4i finite = splat_i(-1);
+  const auto check = [&](v4d a) {
+    if constexpr (wide) sum += a;
+    else finite &= a < splat(k_inf);
+  };
   if constexpr (W > 0) {
-    // The block's vectors stay in registers between the max and the search for it.
     for (std::int64_t j = 0; j < nb; ++j) {
       const std::int64_t at = base + j * W;
-      v4d a[W / 4];
       v4d m = splat(0.0);
       for (std::int64_t k = 0; k < W / 4; ++k) {
-        a[k] = vabs(keep(at + 4 * k));
-        sum += a[k];
-        m = vmax(m, a[k]);
+        const v4d a = vabs(keep(at + 4 * k));
+        check(a);
+        m = vmax(m, a);
       }
-      const double seg = hmax(m);
-      std::uint64_t bits = 0;
-      for (std::int64_t k = 0; k < W / 4; ++k)
-        bits |= std::uint64_t{equal_bits(a[k], seg)} << (4 * k);
-      w.amax[static_cast<std::size_t>(j)] = seg;
-      w.argmax[static_cast<std::size_t>(j)] = at + std::countr_zero(bits);
+      w.amax[static_cast<std::size_t>(j)] = hmax(m);
     }
   }
   for (std::int64_t j = 0; W == 0 && j < nb; ++j) {
@@ -601,25 +624,25 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
     v4d m = splat(0.0);
     for (std::int64_t k = 0; k < bcols; k += 4) {
       const v4d a = vabs(keep(at + k));
-      sum += a;
+      check(a);
       m = vmax(m, a);
     }
-    const double seg = hmax(m);
-    w.amax[static_cast<std::size_t>(j)] = seg;
-    // The first lane equal to the amax, 64 elements at a time (one mask word, no branch
-    // per vector).
-    std::int64_t arg = at;
+    w.amax[static_cast<std::size_t>(j)] = hmax(m);
+  }
+  if (!wide && (finite[0] & finite[1] & finite[2] & finite[3]) == 0) return false;  // inf/NaN
+  // The first element of block j equal to its amax, 64 elements at a time (one mask word, no
+  // branch per vector).
+  const auto argmax_of = [&](std::int64_t j) {
+    const std::int64_t at = base + j * bcols;
+    const double seg = w.amax[static_cast<std::size_t>(j)];
     for (std::int64_t k0 = 0; k0 < bcols; k0 += 64) {
       std::uint64_t bits = 0;
       for (std::int64_t k = k0; k < std::min<std::int64_t>(bcols, k0 + 64); k += 4)
         bits |= std::uint64_t{equal_bits(vabs(src.load(at + k)), seg)} << (k - k0);
-      if (bits != 0) {
-        arg = at + k0 + std::countr_zero(bits);
-        break;
-      }
+      if (bits != 0) return at + k0 + std::countr_zero(bits);
     }
-    w.argmax[static_cast<std::size_t>(j)] = arg;
-  }
+    return at;  // not reached: the amax is one of the block's elements
+  };
   if (!(hsum(sum) < k_inf)) return false;  // inf/NaN (or a sum beyond the double range)
 
   // Scales.
@@ -668,14 +691,36 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
     w.code[jj] = b.scale_code;
     w.underflow[jj] = b.scale_underflow;
   }
+  // block_coder's rule: a normal power of two 2^(e - 1023) with a normal reciprocal, whose
+  // reciprocal is 2^(1023 - e), biased exponent 2046 - e (0: divide instead). Four blocks at a
+  // time (the same values as the scalar loop after it, which takes the rest).
   double max_eff = 0.0;
-  for (std::int64_t j = 0; j < nb; ++j) {
+  std::int64_t j1 = 0;
+  {
+    v4d vmax_eff = splat(0.0);
+    for (; j1 + 4 <= nb; j1 += 4) {
+      const auto jj = static_cast<std::size_t>(j1);
+      v4d sc;
+      std::memcpy(&sc, &w.scale[jj], sizeof sc);
+      const v4d eff = splat(unit) * sc;
+      const v4d div = sc == splat(0.0) ? splat(k_inf) : sc;
+      const v4u u = reinterpret_cast<v4u>(sc);
+      const v4i e = reinterpret_cast<v4i>((u >> 52) & splat_u(0x7FF));
+      const v4i pow2 = ((u & splat_u((std::uint64_t{1} << 52) - 1)) == splat_u(0)) & (e >= splat_i(1)) &
+                       (e <= splat_i(2045)) & (sc > splat(0.0));
+      const v4i inv = pow2 & ((splat_i(2046) - e) << 52);  // the bits of 0.0 otherwise
+      std::memcpy(&w.eff[jj], &eff, sizeof eff);
+      std::memcpy(&w.div[jj], &div, sizeof div);
+      std::memcpy(&w.inv[jj], &inv, sizeof inv);
+      vmax_eff = vmax(vmax_eff, eff);
+    }
+    max_eff = hmax(vmax_eff);
+  }
+  for (std::int64_t j = j1; j < nb; ++j) {
     const auto jj = static_cast<std::size_t>(j);
     const double s = w.scale[jj];
     w.eff[jj] = unit * s;
     w.div[jj] = s == 0.0 ? k_inf : s;
-    // block_coder's rule: a normal power of two 2^(e - 1023) with a normal reciprocal, whose
-    // reciprocal is 2^(1023 - e), biased exponent 2046 - e (0: divide instead).
     const auto u = std::bit_cast<std::uint64_t>(s);
     const std::uint64_t e = (u >> 52) & 0x7FF;
     const bool pow2 = (u & ((std::uint64_t{1} << 52) - 1)) == 0 && e >= 1 && e <= 2045 && s > 0;
@@ -688,7 +733,78 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
   // Pass 2 (the same operations as code4, without masks: every element here is finite).
   const v4d zero = splat(0.0);
   const bool symmetric = er.lowest == -er.max;
-  for (std::int64_t j = 0; j < nb; ++j) {
+  // Abs: the element rounding of t >= 0 (element_rounding::round without the sign), with its
+  // constants in registers for the whole row.
+  const v4d v_max = splat(er.max), v_magic = splat(er.sub_magic), v_min_normal = splat(er.min_normal);
+  const v4u v_half = splat_u(er.half_m1), v_keep = ~splat_u(er.low_mask), v_one = splat_u(1);
+  const std::uint64_t drop = er.drop;
+  const auto round_pos = [&](v4d t) {
+    const v4d fixed = (t + v_magic) - v_magic;
+    const v4u ut = reinterpret_cast<v4u>(t);
+    const v4u rn = (ut + v_half + ((ut >> drop) & v_one)) & v_keep;
+    const v4d y = t < v_min_normal ? fixed : reinterpret_cast<v4d>(rn);
+    return y > v_max ? v_max : y;
+  };
+  for (std::int64_t j = 0; Abs && j < nb; ++j) {
+    const auto jj = static_cast<std::size_t>(j);
+    const std::int64_t at = base + j * bcols;
+    const double inv = w.inv[jj];
+    const v4d eff = splat(w.eff[jj]);
+    v4d sx = st.sx, se = st.se, maxe = st.maxe;
+    v4i flushes = splat_i(0), clips = splat_i(0);  // minus the count (a true mask lane is -1)
+    const auto code = [&](auto quotient) {
+      for (std::int64_t k = 0; k < bcols; k += 4) {
+        const v4d a = src.load(at + k);  // |x|
+        const v4d t = quotient(a);
+        const v4d dq = round_pos(t) * eff;
+        const v4d d = dq - a;
+        sx = fmadd(a, a, sx);
+        se = fmadd(d, d, se);
+        maxe = vmax(maxe, vabs(d));
+        flushes += (a != zero) & (dq == zero);
+        clips += t > v_max;
+      }
+    };
+    if (inv != 0.0 && inv_unit == 1.0) {  // x * (1/s) * 1 is x * (1/s)
+      const v4d vinv = splat(inv);
+      code([&](v4d a) { return a * vinv; });
+    } else if (inv != 0.0) {
+      const v4d vinv = splat(inv), vinv_unit = splat(inv_unit);
+      code([&](v4d a) { return (a * vinv) * vinv_unit; });
+    } else {
+      const v4d dv = splat(w.div[jj]);
+      code([&](v4d a) { return a / dv; });
+    }
+    st.sx = sx;
+    st.se = se;
+    st.maxe = maxe;
+    w.flush_lanes[jj] = flushes;
+    w.clip_lanes[jj] = clips;
+  }
+  if constexpr (Abs) {
+    // The lane counts' horizontal sums, four blocks at a time (a 4x4 transpose by shuffles;
+    // integer sums, so the order is immaterial).
+    const auto hsum4 = [](const v4i* v) {
+      const v4i t0 = __builtin_shufflevector(v[0], v[1], 0, 4, 2, 6) + __builtin_shufflevector(v[0], v[1], 1, 5, 3, 7);
+      const v4i t1 = __builtin_shufflevector(v[2], v[3], 0, 4, 2, 6) + __builtin_shufflevector(v[2], v[3], 1, 5, 3, 7);
+      return __builtin_shufflevector(t0, t1, 0, 1, 4, 5) + __builtin_shufflevector(t0, t1, 2, 3, 6, 7);
+    };
+    using v4i32 = std::int32_t __attribute__((vector_size(16)));
+    std::int64_t j = 0;
+    for (; j + 4 <= nb; j += 4) {
+      const auto jj = static_cast<std::size_t>(j);
+      const v4i32 f = __builtin_convertvector(-hsum4(&w.flush_lanes[jj]), v4i32);
+      const v4i32 c = __builtin_convertvector(-hsum4(&w.clip_lanes[jj]), v4i32);
+      std::memcpy(&w.flushed[jj], &f, sizeof f);
+      std::memcpy(&w.clipped[jj], &c, sizeof c);
+    }
+    for (; j < nb; ++j) {
+      const auto jj = static_cast<std::size_t>(j);
+      w.flushed[jj] = static_cast<std::int32_t>(-hsum(w.flush_lanes[jj]));
+      w.clipped[jj] = static_cast<std::int32_t>(-hsum(w.clip_lanes[jj]));
+    }
+  }
+  for (std::int64_t j = 0; !Abs && j < nb; ++j) {
     const auto jj = static_cast<std::size_t>(j);
     const std::int64_t at = base + j * bcols;
     const double inv = w.inv[jj];
@@ -697,8 +813,8 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
     const auto body = [&](v4d x, v4d t) {
       const v4d dq = er.round(t) * eff;
       const v4d d = dq - x;
-      st.sx += x * x;
-      st.se += d * d;
+      st.sx = fmadd(x, x, st.sx);
+      st.se = fmadd(d, d, st.se);
       st.maxe = vmax(st.maxe, vabs(d));
       flushes += (x != zero) & (dq == zero);
       // Symmetric ranges (every float format): t > max or t < -max is |t| > max.
@@ -729,8 +845,26 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
   }
   sums.sum_sq += hsum(st.sx);
   sums.sum_sq_err += hsum(st.se);
+  const auto fill = [&](std::int64_t j) {
+    const auto jj = static_cast<std::size_t>(j);
+    block_stats& b = blocks[jj];  // every field written
+    b.row0 = row;
+    b.col0 = j * bcols;
+    b.rows = 1;
+    b.cols = bcols;
+    b.amax = w.amax[jj];
+    b.argmax = argmax_of(j);
+    b.scale = w.scale[jj];
+    b.scale_code = static_cast<std::uint32_t>(w.code[jj]);
+    b.zero_point = 0;
+    b.flushed = w.flushed[jj];
+    b.clipped = w.clipped[jj];
+    b.nonfinite = 0;
+    b.scale_underflow = w.underflow[jj] != 0;
+  };
   // A new largest error: find its block by the blocks' largest errors (vector), then the
   // element (the same operations on one lane).
+  std::int64_t max_err_block = -1;
   if (const double mx = hmax(st.maxe); mx > sums.max_err) {
     sums.max_err = mx;
     for (std::int64_t j = 0; j < nb; ++j) {
@@ -745,32 +879,80 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
       for (std::int64_t k = 0; k < bcols; ++k)
         if (error_of(er, bc, src.at(at + k)) == mx) {
           sums.max_err_at = at + k;
+          max_err_block = j;
           break;
         }
       break;
     }
   }
-  for (std::int64_t j = 0; j < nb; ++j) {
-    const auto jj = static_cast<std::size_t>(j);
-    block_stats& b = blocks[jj];  // every field written
-    b.row0 = row;
-    b.col0 = j * bcols;
-    b.rows = 1;
-    b.cols = bcols;
-    b.amax = w.amax[jj];
-    b.argmax = w.argmax[jj];
-    b.scale = w.scale[jj];
-    b.scale_code = static_cast<std::uint32_t>(w.code[jj]);
-    b.zero_point = 0;
-    b.flushed = w.flushed[jj];
-    b.clipped = w.clipped[jj];
-    b.nonfinite = 0;
-    b.scale_underflow = w.underflow[jj] != 0;
-    if (summary)
-      add_to_summary(scaled, b, j,
-                     summary->worst < 0 ? nullptr : &blocks[static_cast<std::size_t>(summary->worst)],
-                     *summary);
+  if (!summary) {
+    for (std::int64_t j = 0; j < nb; ++j) fill(j);
+    return true;
   }
+  // The summary from the per-block arrays (add_to_summary's rules; every block here has more
+  // than one element and an argmax), and only the blocks it and the sums point to.
+  fast_strip_summary& sm = *summary;
+  // Totals, and the largest flush count among flush blocks, then the largest amax among those
+  // holding it, then the first block holding both: the block add_to_summary's first-wins scan
+  // picks. Four blocks at a time, the rest one by one (the same rules).
+  using v4i32 = std::int32_t __attribute__((vector_size(16)));
+  const v4i vscaled = splat_i(scaled ? -1 : 0);
+  v4i tf = splat_i(0), tc = splat_i(0), tu = splat_i(0), tb = splat_i(0), tbf = splat_i(0), mf = splat_i(0);
+  std::int64_t j2 = 0;
+  const auto lanes = [&](std::int64_t j, v4i& f, v4i& fb) {
+    const auto jj = static_cast<std::size_t>(j);
+    v4i32 f32, c32;
+    std::memcpy(&f32, &w.flushed[jj], sizeof f32);
+    std::memcpy(&c32, &w.clipped[jj], sizeof c32);
+    v4i under;
+    std::memcpy(&under, &w.underflow[jj], sizeof under);
+    f = __builtin_convertvector(f32, v4i);
+    fb = vscaled & (under == splat_i(0)) & (f > splat_i(0));  // flush blocks
+    return std::pair{__builtin_convertvector(c32, v4i), under != splat_i(0)};
+  };
+  for (; j2 + 4 <= nb; j2 += 4) {
+    v4i f, fb;
+    const auto [c, under] = lanes(j2, f, fb);
+    tf += f;
+    tc += c;
+    tu -= under;
+    tb -= fb;
+    tbf += fb & f;
+    const v4i ff = fb & f;
+    mf = ff > mf ? ff : mf;
+  }
+  sm.flushed += hsum(tf);
+  sm.clipped += hsum(tc);
+  sm.scale_underflow += hsum(tu);
+  sm.flush_blocks += hsum(tb);
+  sm.flush_blocks_flushed += hsum(tbf);
+  std::int64_t max_f = std::max(std::max(mf[0], mf[1]), std::max(mf[2], mf[3]));
+  for (std::int64_t j = j2; j < nb; ++j) {
+    const auto jj = static_cast<std::size_t>(j);
+    const std::int32_t f = w.flushed[jj];
+    const bool under = w.underflow[jj] != 0;
+    const bool flush_block = scaled & !under & (f > 0);
+    sm.flushed += f;
+    sm.clipped += w.clipped[jj];
+    sm.scale_underflow += under ? 1 : 0;
+    sm.flush_blocks += flush_block ? 1 : 0;
+    sm.flush_blocks_flushed += flush_block ? f : 0;
+    if (flush_block) max_f = std::max<std::int64_t>(max_f, f);
+  }
+  std::int64_t worst = -1;
+  if (max_f > 0) {  // some flush block (a flush block has f > 0)
+    const auto candidate = [&](std::size_t jj) {
+      return scaled && w.underflow[jj] == 0 && w.flushed[jj] == max_f;
+    };
+    double max_amax = -1.0;
+    for (std::int64_t j = 0; j < nb; ++j)
+      if (candidate(static_cast<std::size_t>(j))) max_amax = std::max(max_amax, w.amax[static_cast<std::size_t>(j)]);
+    for (std::int64_t j = 0; j < nb && worst < 0; ++j)
+      if (candidate(static_cast<std::size_t>(j)) && w.amax[static_cast<std::size_t>(j)] == max_amax) worst = j;
+  }
+  sm.worst = worst;
+  if (worst >= 0) fill(worst);
+  if (max_err_block >= 0) fill(max_err_block);
   return true;
 }
 
@@ -803,16 +985,17 @@ void fast_quantizer::strip_typed(const S& src, std::int64_t cols, std::int64_t r
       plan.emax = m_c.element == format_id::m_i8 ? 0 : std::ilogb(m_elem_max);
     }
     thread_local row_scratch w;
-    const auto fast = [&] {
+    const bool abs = !m_integer && m_elem_lowest == -m_elem_max;
+    const auto fast = [&]<bool Abs>() {
       switch (block_cols) {
-        case 16: return row_fast<16>(src, er, plan, m_unit, scale_of, cols, row0, 16, blocks, w, sums, scaled, summary);
-        case 32: return row_fast<32>(src, er, plan, m_unit, scale_of, cols, row0, 32, blocks, w, sums, scaled, summary);
+        case 16: return row_fast<16, Abs>(src, er, plan, m_unit, scale_of, cols, row0, 16, blocks, w, sums, scaled, summary);
+        case 32: return row_fast<32, Abs>(src, er, plan, m_unit, scale_of, cols, row0, 32, blocks, w, sums, scaled, summary);
         default:
-          return row_fast<0>(src, er, plan, m_unit, scale_of, cols, row0, block_cols, blocks, w, sums, scaled,
-                             summary);
+          return row_fast<0, Abs>(src, er, plan, m_unit, scale_of, cols, row0, block_cols, blocks, w, sums, scaled,
+                                  summary);
       }
     };
-    if (fast()) return;
+    if (abs ? fast.template operator()<true>() : fast.template operator()<false>()) return;
   }
   strip_impl(src, er, m_unit, imposed, scale_of, cols, row0, nrows, block_cols, blocks, sums);
   if (summary)

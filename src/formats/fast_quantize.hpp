@@ -68,7 +68,9 @@ class fast_quantizer {
   // entries, coordinates in `data`'s frame) as quantize() does, and adds the rows' error sums
   // to `sums` (max_err_at: flat index in `data`). The lanes of the sums are fixed by the
   // geometry alone, so the result does not depend on how callers spread strips over threads.
-  // With `summary`, also fills it for this strip (cheaper than a pass over `blocks`).
+  // With `summary`, also fills it for this strip, and `blocks` need then hold only the entries
+  // the caller looks at: blocks[summary->worst] (when >= 0) and, when this strip moved
+  // sums.max_err_at, the block holding it; the others may be left as they were.
   void strip(const void* data, fast_input in, std::int64_t cols, std::int64_t row0,
              std::int64_t nrows, std::int64_t block_cols, std::span<block_stats> blocks,
              fast_error_sums& sums, fast_strip_summary* summary = nullptr) const;

@@ -273,4 +273,85 @@ TEST(fast_quantize, all_zero_and_all_nonfinite_tensors) {
   }
 }
 
+// strip() with a summary (the scan's call) against quantize()'s blocks of each strip: the
+// totals, the flush blocks (blocks of more than one element under a scale that did not
+// underflow, holding a finite element and at least one flush) and the first flush block with
+// the most flushes, then the largest amax, restated here from quantize()'s blocks; the blocks
+// the summary and a moved max_err_at point to must equal quantize()'s; the sums must equal
+// those of the call without a summary, bit for bit.
+TEST(fast_quantize, strip_summary_equals_the_rules_over_quantize_blocks) {
+  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 203}, {40, 256}}) {
+    auto x = make_input(33, rows * cols, true);
+    // Rows 2 and 3 repeat one 16-element pattern (an outlier and small values that flush), so
+    // many flush blocks tie on both flush count and amax: the first must win.
+    for (std::int64_t i = 2 * cols; i < 4 * cols; ++i)
+      x[static_cast<std::size_t>(i)] = i % 16 == 0 ? 100.0 : 0.001 * static_cast<double>(1 + i % 5);
+    for (const auto& [name, c] : covered_configs())
+      for (auto type : {nd::fast_input::m_f64, nd::fast_input::m_bf16, nd::fast_input::m_f16}) {
+        SCOPED_TRACE(name + " input " + std::to_string(static_cast<int>(type)) + " cols " + std::to_string(cols));
+        const auto in = store(x, type);
+        const auto q = nf::quantize(c, in.values, rows, cols);
+        const auto g = q.grid;
+        const auto plain = run_fused(c, in, rows, cols);
+        nd::fast_quantizer fq(c);
+        fq.set_tensor_amax(nd::fast_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
+        nd::fast_error_sums sums;
+        const bool scaled = c.kind != nf::scheme_kind::m_none;
+        for (std::int64_t br = 0; br < g.grid_rows; ++br) {
+          const std::int64_t r0 = br * g.block_rows, nr = std::min(g.block_rows, rows - r0);
+          // Poisoned: entries the summary does not point to may stay as they are.
+          std::vector<nf::block_stats> blocks(static_cast<std::size_t>(g.grid_cols));
+          for (auto& b : blocks) b.amax = b.scale = std::numeric_limits<double>::quiet_NaN();
+          nd::fast_strip_summary sm;
+          sm.flushed = sm.worst = 12345;
+          const std::int64_t at_before = sums.max_err_at;
+          fq.strip(in.bytes.data(), in.type, cols, r0, nr, g.block_cols, blocks, sums, &sm);
+          nd::fast_strip_summary want;
+          want.worst = -1;
+          const nf::block_stats* worst = nullptr;
+          for (std::int64_t j = 0; j < g.grid_cols; ++j) {
+            const auto& b = q.blocks[static_cast<std::size_t>(br * g.grid_cols + j)];
+            want.flushed += b.flushed;
+            want.clipped += b.clipped;
+            want.scale_underflow += b.scale_underflow ? 1 : 0;
+            const bool flush_block = scaled && !b.scale_underflow && b.argmax >= 0 && b.flushed > 0 &&
+                                     b.rows * b.cols > 1;
+            if (!flush_block) continue;
+            ++want.flush_blocks;
+            want.flush_blocks_flushed += b.flushed;
+            if (!worst || b.flushed > worst->flushed || (b.flushed == worst->flushed && b.amax > worst->amax)) {
+              worst = &b;
+              want.worst = j;
+            }
+          }
+          ASSERT_EQ(sm.flushed, want.flushed) << "strip " << br;
+          ASSERT_EQ(sm.clipped, want.clipped) << "strip " << br;
+          ASSERT_EQ(sm.scale_underflow, want.scale_underflow) << "strip " << br;
+          ASSERT_EQ(sm.flush_blocks, want.flush_blocks) << "strip " << br;
+          ASSERT_EQ(sm.flush_blocks_flushed, want.flush_blocks_flushed) << "strip " << br;
+          ASSERT_EQ(sm.worst, want.worst) << "strip " << br;
+          std::vector<std::int64_t> shown;
+          if (sm.worst >= 0) shown.push_back(sm.worst);
+          if (sums.max_err_at != at_before) shown.push_back((sums.max_err_at % cols) / g.block_cols);
+          for (const auto j : shown) {
+            const auto& a = blocks[static_cast<std::size_t>(j)];
+            const auto& b = q.blocks[static_cast<std::size_t>(br * g.grid_cols + j)];
+            ASSERT_EQ(a.row0, b.row0);
+            ASSERT_EQ(a.col0, b.col0);
+            ASSERT_EQ(a.amax, b.amax);
+            ASSERT_EQ(a.argmax, b.argmax);
+            ASSERT_EQ(a.scale, b.scale);
+            ASSERT_EQ(a.scale_code, b.scale_code);
+            ASSERT_EQ(a.flushed, b.flushed);
+            ASSERT_EQ(a.clipped, b.clipped);
+            ASSERT_EQ(a.scale_underflow, b.scale_underflow);
+          }
+        }
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(sums.sum_sq), std::bit_cast<std::uint64_t>(plain.sums.sum_sq));
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(sums.sum_sq_err), std::bit_cast<std::uint64_t>(plain.sums.sum_sq_err));
+        EXPECT_EQ(sums.max_err_at, plain.sums.max_err_at);
+      }
+  }
+}
+
 }  // namespace
