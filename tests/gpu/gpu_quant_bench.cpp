@@ -40,11 +40,13 @@ int main(int argc, char** argv) {
       {"int4-awq", make(quant_kind::m_asym, quant_elem::m_u4, quant_scale::m_f16, 128)},
   };
   int rc = 0;
-  // Launch variants (quantize.cu, g_variant): rows 0 grid-stride / 1 one-shot grid; 2D tiles
-  // 0 registers x512 / 1 two passes x256 / 2 registers x1024. Variant 0 is what the CLI and tests run.
+  // Launch variants (quantize.cu, g_variant): rows 0 staged ring of 4 steps / 1 register kernel
+  // (the previous default, the same-run baseline) / 2 staged 3 steps / 3 staged 6 steps / 4 as 0
+  // with e2m1 by the codec's threshold count (fp8, int4: the same kernel as 0, a repeat); 2D tiles
+  // 0 staged x1024, 3 tiles / 1 registers x512 / 2 staged x512, 3 tiles / 3 staged x1024, 2 tiles
+  // / 4 a repeat of 0. Variant 0 is what the CLI and tests run.
   for (const auto& it : items) {
-    const bool tiles = it.r.kind == quant_kind::m_block2d;
-    for (int variant = 0; variant < (tiles ? 3 : 2); ++variant) {
+    for (int variant = 0; variant < 5; ++variant) {
       const std::string v = std::to_string(variant);
       setenv("NUMPROBE_QUANT_VARIANT", v.c_str(), 1);
       try {

@@ -58,6 +58,14 @@ __device__ __forceinline__ void copy_16_async(void* smem, const void* gmem, bool
 __device__ __forceinline__ void copy_commit() {}
 template <int N>
 __device__ __forceinline__ void copy_wait() {}
+// Quantize pipelines stage through shared memory only where copies are asynchronous.
+inline constexpr bool has_async_copy = false;
+// Memory ordering among the lanes of one wavefront (lanes run in lockstep).
+__device__ __forceinline__ void warp_sync() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
 
 // Declared so that the tensor-core kernel template parses; the launcher never instantiates it
 // on this platform (has_mma_sync == false).
@@ -72,6 +80,8 @@ __device__ __forceinline__ void mma_16816(float (&)[4], const uint32_t (&)[4], u
 // v_cvt_pk_fp8_f32 is e4m3fnuz, not OCP e4m3fn): the software encoder runs instead.
 inline constexpr bool has_cvt_e4m3 = false;
 inline constexpr const char* cvt_e4m3_impl = "software (bit manipulation, RNE, saturating)";
+// a >= b as an all-ones / zero mask (sums of masks count thresholds).
+__device__ __forceinline__ uint32_t ge_mask(float a, float b) { return a >= b ? 0xFFFFFFFFu : 0u; }
 __device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float, float) { __builtin_trap(); return 0; }
 inline constexpr auto memcpy_d2d = hipMemcpyDeviceToDevice;
 
@@ -128,6 +138,8 @@ __device__ __forceinline__ void copy_16_async(void* smem, const void* gmem, bool
 __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+inline constexpr bool has_async_copy = true;  // cp.async (sm_80+)
+__device__ __forceinline__ void warp_sync() { __syncwarp(); }
 
 // Quantize: OCP e4m3 by the hardware conversion (sm_89+): RNE, +-inf and overflow to +-448,
 // NaN to NaN. Packs lo in bits 0-7, hi in bits 8-15. Elsewhere the software encoder runs.
@@ -143,6 +155,12 @@ inline constexpr bool has_cvt_e4m3 = false;
 __device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float, float) { __trap(); return 0; }
 #endif
 inline constexpr const char* cvt_e4m3_impl = "cvt.rn.satfinite.e4m3x2.f32 (sm_89+), software below";
+// a >= b as an all-ones / zero mask in one instruction (sums of masks count thresholds).
+__device__ __forceinline__ uint32_t ge_mask(float a, float b) {
+  uint32_t m;
+  asm("set.ge.u32.f32 %0, %1, %2;" : "=r"(m) : "f"(a), "f"(b));
+  return m;
+}
 inline constexpr auto memcpy_d2d = cudaMemcpyDeviceToDevice;
 
 inline constexpr auto memcpy_h2d = cudaMemcpyHostToDevice;

@@ -112,10 +112,18 @@ params plan(const quant_request& r) {
 
 std::int64_t stored_scales(const params& p) { return p.kind == quant_kind::m_tensor ? 1 : p.n_blocks; }
 
-// Launch geometry (the bench compares variants; tests and the CLI use 0):
-//   rows:  0 grid-stride, a grid of resident blocks x 4 per SM; 1 one block per 256/L blocks.
-//   2D:    0 registers, 512 threads; 1 two passes (L2 re-read), 256 threads; 2 registers, 1024.
+// Launch variants. 0 is what the CLI and tests run; the bench measures all of them in one run,
+// and NUMPROBE_QUANT_VARIANT (0..4) selects one for a bench or test process (every variant codes
+// the same bits). Platforms without asynchronous copies (platform::has_async_copy) run variant 1.
+//   rows: 0 staged, ring of 4 steps (3 blocks per SM), e2m1 by compare masks; 1 register kernel
+//         quantize_rows, grid-stride (the default before the staged kernels); 2 staged, 3 steps
+//         (4 blocks per SM); 3 staged, 6 steps (2 blocks per SM); 4 as 0 with e2m1 by
+//         codec::encode_e2m1_thresholds (fp8 and int4: the same kernel as 0).
+//   2D:   0 staged, 1024 threads, ring of 3 tiles; 1 register kernel, 512 threads; 2 staged,
+//         512 threads, 3 tiles; 3 staged, 1024 threads, 2 tiles; 4 the same as 0.
 int g_variant = 0;
+
+int variant() { return platform::has_async_copy ? g_variant : 1; }
 
 int multiprocessors() {
   static int n = [] {
@@ -128,18 +136,46 @@ int multiprocessors() {
   return n;
 }
 
+// Resident blocks per SM of a kernel at `threads` threads and `smem` dynamic bytes (`fallback`
+// when the runtime does not say).
+template <class Kernel>
+int resident_blocks(Kernel kernel, int threads, int smem, int fallback) {
+  int resident = 0;
+  if (NUMPROBE_GPU_API(OccupancyMaxActiveBlocksPerMultiprocessor)(&resident, kernel, threads, smem) !=
+          platform::success || resident < 1)
+    resident = fallback;
+  return resident;
+}
+
+template <int L, quant_kind K, quant_elem E, int S, bool GeMask = true>
+void launch_rows_staged(const params& p) {
+  if constexpr (platform::has_async_copy) {
+    constexpr int threads = quant::staged_threads, smem = quant::staged_rows_smem(S);
+    auto* kernel = &quant::quantize_rows_staged<L, K, E, S, GeMask>;
+    NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
+                       platform::func_attr_max_dynamic_smem, smem);
+    const std::int64_t per_block = threads / L;  // blocks (of the scheme) per thread block and step
+    const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
+    const std::int64_t grid = std::min<std::int64_t>(
+        full, static_cast<std::int64_t>(resident_blocks(kernel, threads, smem, 1)) * multiprocessors());
+    kernel<<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), threads, smem>>>(p);
+    check_launch("quantize_rows_staged");
+  }
+}
+
 template <int L, quant_kind K, quant_elem E>
 void launch_rows_t(const params& p) {
+  switch (variant()) {
+    case 1: break;
+    case 2: return launch_rows_staged<L, K, E, 3>(p);
+    case 3: return launch_rows_staged<L, K, E, 6>(p);
+    case 4: return launch_rows_staged<L, K, E, 4, false>(p);
+    default: return launch_rows_staged<L, K, E, 4>(p);
+  }
   const std::int64_t per_block = 256 / L;  // blocks (of the scheme) per thread block
   const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
-  std::int64_t grid = full;
-  if (g_variant != 1) {
-    int resident = 0;
-    if (NUMPROBE_GPU_API(OccupancyMaxActiveBlocksPerMultiprocessor)(
-            &resident, quant::quantize_rows<L, K, E>, 256, 0) != platform::success || resident < 1)
-      resident = 4;
-    grid = std::min<std::int64_t>(full, static_cast<std::int64_t>(resident) * multiprocessors() * 4);
-  }
+  const int resident = resident_blocks(quant::quantize_rows<L, K, E>, 256, 0, 4);
+  const std::int64_t grid = std::min<std::int64_t>(full, static_cast<std::int64_t>(resident) * multiprocessors() * 4);
   quant::quantize_rows<L, K, E><<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), 256>>>(p);
   check_launch("quantize_rows");
 }
@@ -189,14 +225,34 @@ void tensor_pass(params& p, unsigned* amax, float* tscale) {
   p.tensor_scale = tscale;
 }
 
+template <int Threads, int S>
+void launch_block2d_staged(const params& p) {
+  if constexpr (platform::has_async_copy) {
+    constexpr int smem = quant::staged_tile_smem(S);
+    auto* kernel = &quant::quantize_block2d_staged<Threads, S>;
+    NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
+                       platform::func_attr_max_dynamic_smem, smem);
+    const std::int64_t tiles = p.nb_cols * ((p.rows + p.block_rows - 1) / p.block_rows);
+    const std::int64_t grid = std::min<std::int64_t>(
+        tiles, static_cast<std::int64_t>(resident_blocks(kernel, Threads, smem, 1)) * multiprocessors());
+    kernel<<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), Threads, smem>>>(p);
+    check_launch("quantize_block2d_staged");
+  }
+}
+
 void launch_quantize(const params& p) {
   if (p.kind == quant_kind::m_block2d) {
     const dim3 grid(static_cast<unsigned>(p.nb_cols),
                     static_cast<unsigned>((p.rows + p.block_rows - 1) / p.block_rows));
-    if (g_variant == 1) quant::quantize_block2d_two_pass<<<grid, 256>>>(p);
-    else if (g_variant == 2) quant::quantize_block2d<1024><<<grid, 1024>>>(p);
-    else quant::quantize_block2d<512><<<grid, 512>>>(p);
-    check_launch("quantize_block2d");
+    switch (variant()) {
+      case 1:
+        quant::quantize_block2d<512><<<grid, 512>>>(p);
+        check_launch("quantize_block2d");
+        break;
+      case 2: launch_block2d_staged<512, 3>(p); break;
+      case 3: launch_block2d_staged<1024, 2>(p); break;
+      default: launch_block2d_staged<1024, 3>(p); break;  // 0, and 4 (a repeat of 0)
+    }
   } else {
     params q = p;
     if (q.kind == quant_kind::m_tensor) q.block_cols = 128;
@@ -228,7 +284,24 @@ std::string conversion_name(const params& p) {
   return "int4: rint of a round-to-odd fp32 quotient, clamped";
 }
 
+// NUMPROBE_QUANT_VARIANT (0..4) picks a launch variant (see g_variant) for one call.
+struct variant_scope {
+  int old = g_variant;
+  variant_scope() {
+    if (const char* env = std::getenv("NUMPROBE_QUANT_VARIANT")) {
+      const std::string v = env;
+      if (v.size() != 1 || v[0] < '0' || v[0] > '4')
+        throw_input_error("NUMPROBE_QUANT_VARIANT", "expects 0..4, got '" + v + "'");
+      g_variant = v[0] - '0';
+    }
+  }
+  ~variant_scope() { g_variant = old; }
+  variant_scope(const variant_scope&) = delete;
+  variant_scope& operator=(const variant_scope&) = delete;
+};
+
 quant_device_result quantize_impl(const quant_request& r) {
+  const variant_scope scope;
   params p = plan(r);
   if (!r.x) throw_input_error("x", "no input tensor");
   host::select_device(r.device);
@@ -317,12 +390,7 @@ __global__ void fill_bench(float* x, std::int64_t n) {
 }
 
 quant_bandwidth bandwidth_impl(const quant_request& shape, std::int64_t bytes, int iters) {
-  // NUMPROBE_QUANT_VARIANT picks a launch variant (see g_variant) for this measurement only.
-  struct variant_scope {
-    int old;
-    ~variant_scope() { g_variant = old; }
-  } scope{g_variant};
-  if (const char* env = std::getenv("NUMPROBE_QUANT_VARIANT")) g_variant = std::atoi(env);
+  const variant_scope scope;
   quant_request r = shape;
   r.cols = shape.cols > 0 ? shape.cols : 4096;
   r.rows = bytes / 4 / r.cols;

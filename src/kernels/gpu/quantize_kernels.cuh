@@ -10,7 +10,10 @@
 //   elements per lane, block amax by shuffles within the L lanes (L divides the warp width on
 //   both vendors); grid-stride over warps.
 // - quantize_block2d<Threads>: block_rows x 128 tiles (DeepSeek-V3 weights), one thread block per
-//   tile held in registers; quantize_block2d_two_pass: the same, reading the tile twice.
+//   tile held in registers.
+// - quantize_rows_staged / quantize_block2d_staged: the same blocks and tiles with the input
+//   staged through a shared-memory ring by asynchronous copies (the default where the platform
+//   has them; the register kernels above remain for the others and as the bench's baseline).
 // - dequant_int4_f16: packed int4/uint4 -> fp16 by the 0x6400 trick (NUMERICS.md).
 // fp8 elements are coded from v * (1 / s) where that provably gives the code of v / s
 // (codec::e4m3_quotient), from the round-to-odd quotient elsewhere; no per-element division.
@@ -178,13 +181,28 @@ struct block_coder {
 
 // Elements of one block, 4 at a time, by scheme (K) and element (E). NaN inputs: e4m3 NaN with
 // the input's sign, 0 for formats without NaN (the reference's convention).
-template <quant_kind K, quant_elem E>
+// GeMask: e2m1 codes as minus the sum of seven compare masks (platform::ge_mask; the same count
+// as codec::encode_e2m1_thresholds).
+template <quant_kind K, quant_elem E, bool GeMask = false>
 __device__ __forceinline__ void encode4(const params& p, const block_coder& b, const float (&v)[4],
                                         std::uint32_t (&c)[4]) {
   if constexpr (K == quant_kind::m_nvfp4 || (K == quant_kind::m_mx && E == quant_elem::m_e2m1)) {
+    if constexpr (GeMask) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      c[j] = (b.zero || v[j] != v[j]) ? 0u : codec::encode_e2m1_thresholds(v[j], b.pts);
+      for (int j = 0; j < 4; ++j) {
+        const float a = std::fabs(v[j]);
+        const std::uint32_t m = platform::ge_mask(a, b.pts.thr[0]) + platform::ge_mask(a, b.pts.thr[1]) +
+                                platform::ge_mask(a, b.pts.thr[2]) + platform::ge_mask(a, b.pts.thr[3]) +
+                                platform::ge_mask(a, b.pts.thr[4]) + platform::ge_mask(a, b.pts.thr[5]) +
+                                platform::ge_mask(a, b.pts.thr[6]);
+        const std::uint32_t code = ((codec::f2u(v[j]) >> 28) & 0x8u) | (0u - m);
+        c[j] = (b.zero || v[j] != v[j]) ? 0u : code;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        c[j] = (b.zero || v[j] != v[j]) ? 0u : codec::encode_e2m1_thresholds(v[j], b.pts);
+    }
   } else if constexpr (E == quant_elem::m_e4m3) {
     float t[4];
 #pragma unroll
@@ -469,56 +487,404 @@ __global__ void __launch_bounds__(Threads) quantize_block2d(params p) {
   }
 }
 
-// The same tiles in two passes: the amax pass streams the tile (4 rows in flight per thread),
-// the coding pass reads it again, mostly from L2 (a tile is 64 KiB). Few registers, so many
-// tiles in flight per SM.
-__global__ void __launch_bounds__(256, 4) quantize_block2d_two_pass(params p) {
-  constexpr int groups = 8, R = 16, U = 4;
-  const int cq = threadIdx.x % 32, rg = threadIdx.x / 32;
-  const std::int64_t br = blockIdx.y, bc = blockIdx.x;
-  const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
-  const bool aligned = (p.cols & 3) == 0;
-  const auto load = [&](int i, float (&o)[4]) {
-    const std::int64_t lr = rg + groups * i;
-    const std::int64_t row = row0 + lr;
-    const bool row_ok = lr < p.block_rows && row < p.rows;
-    const float* src = p.x + row * p.cols + c0;
-    if (row_ok && aligned && c0 < p.cols) {
-      const float4 q = *reinterpret_cast<const float4*>(src);
-      o[0] = q.x; o[1] = q.y; o[2] = q.z; o[3] = q.w;
+// ------------------------------------------------------------------ staged kernels (default)
+// The kernels above hold their loads in registers, so the bytes in flight per SM are bounded by
+// registers and occupancy (about 64 KiB at 64 registers x 1024 threads), and a warp has nothing
+// in flight while it codes. The staged kernels copy the input into a shared-memory ring of S
+// steps with cp.async (no registers held; platform::copy_16_async), S - 1 steps ahead of the
+// step being coded; the coding itself is the same operations on the same values, so the codes
+// are the same bits. On platforms without asynchronous copies the launcher keeps the register
+// kernels (platform::has_async_copy).
+
+// e2m1 decision thresholds of every possible block scale, built once per thread block in shared
+// memory (the per-block construction costs about 60 instructions): NVFP4 indexed by the e4m3
+// scale code (0..127; s_t is one value per tensor), MX e2m1 by X + 127. Each entry is exactly
+// what make_coder builds for that scale, so the codes do not change.
+template <quant_kind K, quant_elem E>
+inline constexpr int e2m1_table_size =
+    K == quant_kind::m_nvfp4 ? 128 : (K == quant_kind::m_mx && E == quant_elem::m_e2m1 ? 255 : 0);
+
+template <quant_kind K, quant_elem E>
+__device__ __forceinline__ void build_e2m1_table(float4 (*tab)[2], float st) {
+  constexpr int N = e2m1_table_size<K, E>;
+  for (int i = threadIdx.x; i < N; i += blockDim.x) {
+    codec::e2m1_thresholds t{};
+    if constexpr (K == quant_kind::m_nvfp4) {
+      const float sb = codec::decode_e4m3(static_cast<std::uint32_t>(i));
+      if (sb > 0.f)  // code 0 is the all-zero block (no thresholds), 127 NaN (never stored)
+        t = codec::e2m1_thresholds_f32_ok(st) ? codec::make_e2m1_thresholds_f32(sb, st)
+                                              : codec::make_e2m1_thresholds(sb, st);
+    } else {
+      const int x = i - 127;
+      const float s = static_cast<float>(ldexp(1.0, x));
+      t = (x >= -30 && x <= 30) ? codec::make_e2m1_thresholds_f32(s, 1.0f)
+                                : codec::make_e2m1_thresholds(s, 1.0f);
+    }
+    tab[i][0] = make_float4(t.thr[0], t.thr[1], t.thr[2], t.thr[3]);
+    tab[i][1] = make_float4(t.thr[4], t.thr[5], t.thr[6], 0.f);
+  }
+}
+
+// make_coder with the thresholds taken from the table (NVFP4, MX e2m1); the other schemes as
+// make_coder. The scale code is computed by the same operations.
+template <quant_kind K, quant_elem E>
+__device__ __forceinline__ block_coder make_coder_tab(const params& p, float amax, float st, float r6,
+                                                      std::uint32_t& scode, const float4 (*tab)[2]) {
+  if constexpr (K == quant_kind::m_nvfp4 || (K == quant_kind::m_mx && E == quant_elem::m_e2m1)) {
+    block_coder b;
+    int idx;
+    if constexpr (K == quant_kind::m_nvfp4) {
+      const float q0 = amax * r6;
+      if (r6 != 0.f && codec::e4m3_decided(q0)) {
+        scode = codec::encode_e4m3_sw(q0);
+      } else {
+        scode = codec::store_scale(codec::scale_fmt::m_e4m3,
+                                   static_cast<double>(amax) / (6.0 * static_cast<double>(st)))
+                    .code;
+      }
+      b.zero = (scode & 0x7Fu) == 0;  // decode_e4m3(scode) == 0
+      idx = static_cast<int>(scode & 0x7Fu);
+    } else {
+      const int x = mx_exponent(p, amax);
+      scode = static_cast<std::uint32_t>(x + 127);
+      idx = x + 127;
+    }
+    const float4 a = tab[idx][0], c = tab[idx][1];
+    b.pts.thr[0] = a.x; b.pts.thr[1] = a.y; b.pts.thr[2] = a.z; b.pts.thr[3] = a.w;
+    b.pts.thr[4] = c.x; b.pts.thr[5] = c.y; b.pts.thr[6] = c.z;
+    return b;
+  } else {
+    return make_coder<K, E>(p, amax, st, r6, scode);
+  }
+}
+
+// Where one lane's 16 elements are: element offset e0 in x, byte offset of its codes, how many
+// of the 16 lie inside the row (0 for a lane past the last block).
+struct lane_place {
+  std::int64_t bi = 0, e0 = 0, code_off = 0;
+  int nvalid = 0;
+  bool active = false;
+};
+
+// |v| max over the finite values of one thread (0 when none), as the register kernels compute it,
+// in one max per element: fmaxf ignores a NaN operand, so only an infinity changes the result;
+// then (rarely) the values are taken again without the infinities.
+template <int N>
+__device__ __forceinline__ float finite_amax(const float* v) {
+  float m = 0.f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) m = fmaxf(m, std::fabs(v[j]));
+  if (!(m <= 3.4028235e38f)) {
+    m = 0.f;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      if (is_finite_f(v[j])) m = fmaxf(m, std::fabs(v[j]));
+  }
+  return m;
+}
+
+// The ring slot of float4 f of a warp's step (16 f per lane): an XOR swizzle so that both the
+// warp-contiguous copies (lane l writes f = 32k + l) and the per-lane reads (lane l reads
+// f = 4l + k) hit 8 distinct 16-byte bank groups per quarter warp.
+__device__ __forceinline__ int ring_swizzle(int f) { return f ^ ((f >> 3) & 3); }
+
+// One lane's block share after its 16 values are in registers: block amax over the L lanes,
+// scale, codes, stores. The operations of quantize_rows' loop body, with the element range given
+// by `g` (flat or row/column addressing).
+template <int L, quant_kind K, quant_elem E, bool GeMask>
+__device__ __forceinline__ void code_lane(const params& p, const float (&v)[16], const lane_place& g,
+                                          int lane, float st, float r6, const block_coder& tensor_coder,
+                                          const float4 (*tab)[2]) {
+  constexpr int V = 16;
+  std::uint32_t c[V];
+  if constexpr (K == quant_kind::m_asym) {
+    float mn = 3.4028235e38f, mx = -3.4028235e38f;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (j < g.nvalid && is_finite_f(v[j])) {
+        mn = fminf(mn, v[j]);
+        mx = fmaxf(mx, v[j]);
+      }
+    mn = group_min<L>(mn);
+    mx = group_max<L>(mx);
+    if (g.active) {
+      const bool any = mn <= mx;
+      const double lo = any ? mn : 0.0, hi = any ? mx : 0.0;
+      const double range = fmax(hi - lo, 1e-5);
+      const codec::scale_value s = codec::store_scale(p.sfmt, range / 15.0);
+      double z = 0.0;
+      if (s.value != 0.f) z = fmin(fmax(-rint(lo / static_cast<double>(s.value)), 0.0), 15.0);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float r = std::rint(s.value == 0.f ? 0.f : codec::div_round_odd(v[j], s.value));
+        const float q = fminf(fmaxf(r + static_cast<float>(z), 0.f), 15.f);
+        c[j] = v[j] != v[j] ? 0u : static_cast<std::uint32_t>(q);
+      }
+      if (lane == 0) {
+        store_scale_code(p, g.bi, s.code);
+        p.zeros[g.bi] = static_cast<std::uint8_t>(z);
+      }
+    }
+  } else {
+    block_coder b;
+    if constexpr (K == quant_kind::m_tensor) {
+      b = tensor_coder;
+    } else {
+      // Values past the row end are 0 and cannot raise the amax.
+      const float amax = group_max<L>(finite_amax<V>(v));
+      std::uint32_t scode = 0;
+      b = make_coder_tab<K, E>(p, amax, st, r6, scode, tab);
+      if (g.active && lane == 0) store_scale_code(p, g.bi, scode);
+    }
+    if (g.active) {
+#pragma unroll
+      for (int k = 0; k < V / 4; ++k) {
+        const float in4[4] = {v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]};
+        std::uint32_t out4[4];
+        encode4<K, E, GeMask>(p, b, in4, out4);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) c[4 * k + j] = out4[j];
+      }
+    }
+  }
+  if (!g.active || g.nvalid <= 0) return;
+  const bool vec_store = (p.cols & 15) == 0 && g.nvalid == V;
+  std::uint8_t* dst = p.codes + g.code_off;
+  if constexpr (E != quant_elem::m_e4m3) {
+    if (vec_store) {
+      uint2 wv;
+      wv.x = c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12) | (c[4] << 16) | (c[5] << 20) |
+             (c[6] << 24) | (c[7] << 28);
+      wv.y = c[8] | (c[9] << 4) | (c[10] << 8) | (c[11] << 12) | (c[12] << 16) | (c[13] << 20) |
+             (c[14] << 24) | (c[15] << 28);
+      *reinterpret_cast<uint2*>(dst) = wv;
+    } else {
+      // Odd tails pad the high nibble with 0 (NUMERICS.md, packing).
+#pragma unroll
+      for (int j = 0; j < V; j += 2)
+        if (j < g.nvalid)
+          dst[j / 2] = static_cast<std::uint8_t>(c[j] | (j + 1 < g.nvalid ? c[j + 1] << 4 : 0u));
+    }
+  } else {
+    if (vec_store) {
+      uint4 wv;
+      wv.x = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
+      wv.y = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24);
+      wv.z = c[8] | (c[9] << 8) | (c[10] << 16) | (c[11] << 24);
+      wv.w = c[12] | (c[13] << 8) | (c[14] << 16) | (c[15] << 24);
+      *reinterpret_cast<uint4*>(dst) = wv;
     } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) o[j] = row_ok && c0 + j < p.cols ? src[j] : 0.f;
+      for (int j = 0; j < V; ++j)
+        if (j < g.nvalid) dst[j] = static_cast<std::uint8_t>(c[j]);
+    }
+  }
+}
+
+// Threads per block of the staged row kernel, and its dynamic shared memory for S steps.
+inline constexpr int staged_threads = 256;
+constexpr int staged_rows_smem(int S) { return S * staged_threads * 16 * 4; }
+constexpr int staged_rows_min_blocks(int S) { return S <= 3 ? 4 : (S <= 4 ? 3 : 2); }
+
+// Row blocks as quantize_rows (L lanes x 16 elements per block, grid-stride over warps), the
+// input staged through a per-warp ring of S steps x 16 floats per lane:
+// - flat layout (cols a multiple of the block length: a warp step is 512 consecutive floats):
+//   lane l copies float4 32k + l (coalesced 512-byte requests), reads back its own 16 floats;
+//   a __syncwarp orders the copies of one lane and the reads of another;
+// - otherwise each lane copies its own 16 floats (16-byte copies when cols % 4 == 0, else
+//   synchronous element loads into the same slots).
+// The grid is one wave of resident blocks (launcher).
+template <int L, quant_kind K, quant_elem E, int S, bool GeMask>
+__global__ void __launch_bounds__(staged_threads, staged_rows_min_blocks(S)) quantize_rows_staged(params p) {
+  static_assert(S >= 2, "a ring needs two steps");
+  constexpr int V = 16, W = platform::warp_size, seg = W * 4;  // float4 per warp step
+  constexpr int per_warp = W / L;
+  constexpr int TAB = e2m1_table_size<K, E>;
+  extern __shared__ float4 ring_all[];  // [warps][S][seg]
+  __shared__ float4 tab[TAB > 0 ? TAB : 1][2];
+  const int lane = threadIdx.x % L;
+  const int warp_lane = threadIdx.x % W;
+  float4* ring = ring_all + (threadIdx.x / W) * (S * seg);
+  const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / W);
+  const std::int64_t warp0 = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / W) + threadIdx.x / W;
+  const bool flat = p.cols % p.block_cols == 0;
+  const bool vec_load = (p.cols & 3) == 0;
+  const bool div32 = p.n_blocks <= 0x7FFFFFFF;
+  const bool fp8 = E == quant_elem::m_e4m3;
+  float st = 1.f, r6 = 0.f;
+  if constexpr (K == quant_kind::m_tensor || K == quant_kind::m_nvfp4) st = *p.tensor_scale;
+  if constexpr (K == quant_kind::m_nvfp4) r6 = nvfp4_r6(st);
+  block_coder tensor_coder;
+  std::uint32_t unused = 0;
+  if constexpr (K == quant_kind::m_tensor) tensor_coder = make_coder<K, E>(p, 0.f, st, 0.f, unused);
+  if constexpr (TAB > 0) {
+    build_e2m1_table<K, E>(tab, st);
+    __syncthreads();
+  }
+
+  const auto place = [&](std::int64_t w) {
+    lane_place g;
+    g.bi = w * per_warp + warp_lane / L;
+    g.active = g.bi < p.n_blocks;
+    if (flat) {
+      g.e0 = g.bi * p.block_cols + lane * V;
+      g.code_off = fp8 ? g.e0 : g.e0 / 2;
+      g.nvalid = g.active ? V : 0;
+    } else if (g.active) {
+      const std::int64_t row = div32 ? static_cast<std::int64_t>(static_cast<std::uint32_t>(g.bi) /
+                                                                  static_cast<std::uint32_t>(p.nb_cols))
+                                     : g.bi / p.nb_cols;
+      const std::int64_t c0 = (g.bi - row * p.nb_cols) * p.block_cols + lane * V;
+      g.e0 = row * p.cols + c0;
+      g.code_off = row * p.row_bytes + (fp8 ? c0 : c0 / 2);
+      const std::int64_t left = p.cols - c0;
+      g.nvalid = left <= 0 ? 0 : (left >= V ? V : static_cast<int>(left));
+    }
+    return g;
+  };
+  const auto issue = [&](std::int64_t w, int slot) {
+    float4* dst = ring + slot * seg;
+    if (flat) {
+      const std::int64_t base = w * (W * V), n = p.n_blocks * p.block_cols;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int f = k * W + warp_lane;
+        const std::int64_t e = base + 4 * f;
+        platform::copy_16_async(dst + ring_swizzle(f), e < n ? p.x + e : p.x, e < n);
+      }
+    } else {
+      const lane_place g = place(w);
+      const float* src = p.x + g.e0;
+      if (vec_load) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          platform::copy_16_async(dst + ring_swizzle(4 * warp_lane + k), 4 * k < g.nvalid ? src + 4 * k : p.x,
+                                  4 * k < g.nvalid);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          float4 q;
+          q.x = 4 * k < g.nvalid ? src[4 * k] : 0.f;
+          q.y = 4 * k + 1 < g.nvalid ? src[4 * k + 1] : 0.f;
+          q.z = 4 * k + 2 < g.nvalid ? src[4 * k + 2] : 0.f;
+          q.w = 4 * k + 3 < g.nvalid ? src[4 * k + 3] : 0.f;
+          dst[ring_swizzle(4 * warp_lane + k)] = q;
+        }
+      }
     }
   };
-  float amax = 0.f;
-#pragma unroll 1
-  for (int i0 = 0; i0 < R; i0 += U) {
-    float v[U][4];
+
 #pragma unroll
-    for (int u = 0; u < U; ++u) load(i0 + u, v[u]);
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (is_finite_f(v[u][j])) amax = fmaxf(amax, std::fabs(v[u][j]));
+  for (int s = 0; s < S - 1; ++s) {
+    const std::int64_t w = warp0 + s * warps_total;
+    if (w * per_warp < p.n_blocks) issue(w, s);
+    platform::copy_commit();
   }
-  amax = block_max<256>(amax);
-  std::uint32_t scode = 0;
-  const block_coder b = make_coder<quant_kind::m_block2d, quant_elem::m_e4m3>(p, amax, 1.f, 0.f, scode);
-  if (threadIdx.x == 0) store_scale_code(p, br * p.nb_cols + bc, scode);
-#pragma unroll 1
-  for (int i0 = 0; i0 < R; i0 += U) {
-    float v[U][4];
+  int slot = 0;
+  for (std::int64_t w = warp0; w * per_warp < p.n_blocks; w += warps_total) {
+    platform::copy_wait<S - 2>();  // this lane's copies of step w have landed
+    platform::warp_sync();         // ... and every lane's; the previous slot is read by all
+    float v[V];
 #pragma unroll
-    for (int u = 0; u < U; ++u) load(i0 + u, v[u]);
+    for (int k = 0; k < 4; ++k) {
+      const float4 q = ring[slot * seg + ring_swizzle(4 * warp_lane + k)];
+      v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
+    }
+    const std::int64_t wn = w + (S - 1) * warps_total;
+    if (wn * per_warp < p.n_blocks) issue(wn, slot == 0 ? S - 1 : slot - 1);
+    platform::copy_commit();
+    slot = slot + 1 == S ? 0 : slot + 1;
+    code_lane<L, K, E, GeMask>(p, v, place(w), lane, st, r6, tensor_coder, tab);
+  }
+}
+
+// Dynamic shared memory of the staged 2D kernel: S tiles of 128 x 128 fp32.
+constexpr int staged_tile_smem(int S) { return S * 128 * 128 * 4; }
+
+// block_rows x 128 tiles, the staged form of quantize_block2d: one resident thread block per SM
+// walks tiles (grid-stride), each thread copying its own R float4 of a tile (32 column quads x
+// Threads / 32 row groups; each copy instruction reads 512 contiguous bytes of a row) into a
+// ring of S tiles, S - 1 tiles ahead. Only the tile amax crosses threads (block_max with a
+// double-buffered exchange).
+template <int Threads, int S>
+__global__ void __launch_bounds__(Threads, 1) quantize_block2d_staged(params p) {
+  static_assert(S >= 2, "a ring needs two steps");
+  constexpr int groups = Threads / 32, R = 128 / groups;
+  constexpr int warps = Threads / platform::warp_size;
+  extern __shared__ float4 ring[];  // [S][R][Threads]
+  __shared__ float red[2][warps];
+  const int cq = threadIdx.x % 32, rg = threadIdx.x / 32;
+  const std::int64_t nb_rows = (p.rows + p.block_rows - 1) / p.block_rows;
+  const std::int64_t tiles = p.nb_cols * nb_rows;
+  const bool aligned = (p.cols & 3) == 0;
+
+  const auto issue = [&](std::int64_t t, int slot) {
+    const std::int64_t br = t / p.nb_cols, bc = t - br * p.nb_cols;
+    const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::int64_t lr = rg + groups * (i0 + u);
+    for (int i = 0; i < R; ++i) {
+      const std::int64_t lr = rg + groups * i;
+      const std::int64_t row = row0 + lr;
+      const bool ok = lr < p.block_rows && row < p.rows && c0 < p.cols;
+      const float* src = ok ? p.x + row * p.cols + c0 : p.x;
+      float4* dst = ring + (slot * R + i) * Threads + threadIdx.x;
+      if (aligned) {
+        platform::copy_16_async(dst, src, ok);
+      } else {
+        float4 q;
+        q.x = ok ? src[0] : 0.f;
+        q.y = ok && c0 + 1 < p.cols ? src[1] : 0.f;
+        q.z = ok && c0 + 2 < p.cols ? src[2] : 0.f;
+        q.w = ok && c0 + 3 < p.cols ? src[3] : 0.f;
+        *dst = q;
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    const std::int64_t t = blockIdx.x + static_cast<std::int64_t>(s) * gridDim.x;
+    if (t < tiles) issue(t, s);
+    platform::copy_commit();
+  }
+  int slot = 0, parity = 0;
+  for (std::int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    platform::copy_wait<S - 2>();  // own copies only: no barrier needed for the data
+    float v[R][4];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const float4 q = ring[(slot * R + i) * Threads + threadIdx.x];
+      v[i][0] = q.x; v[i][1] = q.y; v[i][2] = q.z; v[i][3] = q.w;
+    }
+    const std::int64_t tn = t + static_cast<std::int64_t>(S - 1) * gridDim.x;
+    if (tn < tiles) issue(tn, slot == 0 ? S - 1 : slot - 1);
+    platform::copy_commit();
+    slot = slot + 1 == S ? 0 : slot + 1;
+
+    float amax = finite_amax<R * 4>(&v[0][0]);
+#pragma unroll
+    for (int m = 1; m < platform::warp_size; m <<= 1) amax = fmaxf(amax, platform::shfl_xor(amax, m));
+    // Two exchange buffers: a thread writing tile t + 2's slot has passed tile t + 1's barrier,
+    // so every thread has read tile t's values.
+    if (threadIdx.x % platform::warp_size == 0) red[parity][threadIdx.x / platform::warp_size] = amax;
+    __syncthreads();
+    amax = red[parity][0];
+#pragma unroll
+    for (int w = 1; w < warps; ++w) amax = fmaxf(amax, red[parity][w]);
+    parity ^= 1;
+
+    const std::int64_t br = t / p.nb_cols, bc = t - br * p.nb_cols;
+    const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
+    std::uint32_t scode = 0;
+    const block_coder b = make_coder<quant_kind::m_block2d, quant_elem::m_e4m3>(p, amax, 1.f, 0.f, scode);
+    if (threadIdx.x == 0) store_scale_code(p, t, scode);
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const std::int64_t lr = rg + groups * i;
       const std::int64_t row = row0 + lr;
       if (lr >= p.block_rows || row >= p.rows || c0 >= p.cols) continue;
       std::uint32_t c[4];
-      encode4<quant_kind::m_block2d, quant_elem::m_e4m3>(p, b, v[u], c);
+      encode4<quant_kind::m_block2d, quant_elem::m_e4m3>(p, b, v[i], c);
       store_codes4(p, row, c0, c, aligned);
     }
   }
