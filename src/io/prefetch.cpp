@@ -1,13 +1,34 @@
 #include "src/io/prefetch.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <vector>
 
 namespace numprobe::io {
+namespace {
+
+// Whether every page of [offset, offset + length) of the file is in the page cache (mincore on
+// a throw-away mapping of the range; false when that cannot be told).
+bool resident(int fd, std::uint64_t offset, std::uint64_t length) {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t begin = offset / page * page;
+  const std::uint64_t span = offset + length - begin;
+  void* p = ::mmap(nullptr, span, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(begin));
+  if (p == MAP_FAILED) return false;
+  std::vector<unsigned char> in((span + page - 1) / page);
+  bool all = ::mincore(p, span, in.data()) == 0;
+  for (std::size_t i = 0; all && i < in.size(); ++i) all = (in[i] & 1) != 0;
+  ::munmap(p, span);
+  return all;
+}
+
+}  // namespace
 
 prefetcher::prefetcher(std::vector<file_range> plan, options o) : m_plan(std::move(plan)), m_o(o) {
   m_o.chunk = std::max<std::size_t>(m_o.chunk, 4096);
@@ -53,12 +74,17 @@ void prefetcher::wait_idle() const {
 }
 
 void prefetcher::run() {
-  const auto buf = std::make_unique<std::byte[]>(m_o.chunk);
+  const auto buf = std::make_unique<std::byte[]>(m_o.how == options::method::m_read ? m_o.chunk : 1);
   std::uint64_t start = 0;  // the current range's first plan byte
   for (const auto& r : m_plan) {
     const int fd = ::open(r.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) ::posix_fadvise(fd, static_cast<off_t>(r.offset), static_cast<off_t>(r.length),
-                                 POSIX_FADV_SEQUENTIAL);
+    std::uint64_t file_size = 0;
+    if (fd >= 0) {
+      struct stat st {};
+      if (::fstat(fd, &st) == 0) file_size = static_cast<std::uint64_t>(st.st_size);
+      ::posix_fadvise(fd, static_cast<off_t>(r.offset), static_cast<off_t>(r.length),
+                      POSIX_FADV_SEQUENTIAL);
+    }
     std::uint64_t done = 0;  // of this range
     while (done < r.length) {
       std::uint64_t len = 0;
@@ -75,10 +101,20 @@ void prefetcher::run() {
         if (m_stop) break;
         len = std::min<std::uint64_t>({r.length - done, m_o.chunk, m_consumed + m_o.window - (start + done)});
       }
+      // Only what the file holds counts as read (a short file ends the range).
+      const std::uint64_t at = r.offset + done;
+      const std::uint64_t avail = at < file_size ? std::min<std::uint64_t>(len, file_size - at) : 0;
       ssize_t n = -1;
-      if (fd >= 0) {
+      if (fd < 0 || avail == 0) {
+        n = 0;
+      } else if (m_o.how == options::method::m_advise) {
+        ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(avail), POSIX_FADV_WILLNEED);
+        n = static_cast<ssize_t>(avail);
+      } else if (resident(fd, at, avail)) {
+        n = static_cast<ssize_t>(avail);  // cached already: nothing to wait for, nothing to copy
+      } else {
         do {
-          n = ::pread(fd, buf.get(), len, static_cast<off_t>(r.offset + done));
+          n = ::pread(fd, buf.get(), avail, static_cast<off_t>(at));
         } while (n < 0 && errno == EINTR);
       }
       std::lock_guard lock(m_mu);

@@ -32,7 +32,12 @@ class prefetcher {
  public:
   struct options {
     std::uint64_t window = std::uint64_t{512} << 20;  // bytes read ahead of the consumer
-    std::size_t chunk = std::size_t{4} << 20;         // bytes per pread call
+    std::size_t chunk = std::size_t{4} << 20;         // bytes per call
+    // read: pread(2) into a scratch buffer, waiting for the disk, except for chunks whose
+    // pages are all cached already (mincore), which are passed without a copy;
+    // advise: posix_fadvise(WILLNEED) per chunk (starts the disk reads and returns; the
+    // consumer may then wait on pages still in flight).
+    enum class method : std::uint8_t { m_read, m_advise } how = method::m_read;
   };
 
   // Starts the reader thread on `plan` (nothing happens for an empty plan or window 0).
