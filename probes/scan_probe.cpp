@@ -1,6 +1,7 @@
 #include "probes/scan_probe.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 #include <regex>
+#include <thread>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -131,6 +133,23 @@ struct band_part {
   std::exception_ptr error;
 };
 
+// Runs fn(k, slot) for every k in [0, n) on `slots` threads (this one and up to slots - 1
+// started here, `slot` naming which), each taking the next k from a shared counter, and
+// returns when all are done. A thread out of work blocks in the join instead of spinning at
+// an OpenMP barrier, which on a shared two-core machine takes time from the thread still
+// working. fn must not throw.
+template <class F>
+void for_bands(std::int64_t n, int slots, const F& fn) {
+  std::atomic<std::int64_t> next{0};
+  const auto work = [&](std::size_t slot) {
+    for (std::int64_t k = next.fetch_add(1); k < n; k = next.fetch_add(1)) fn(k, slot);
+  };
+  std::vector<std::jthread> pool;
+  for (std::int64_t t = 1; t < std::min<std::int64_t>(slots, n); ++t)
+    pool.emplace_back(work, static_cast<std::size_t>(t));
+  work(0);
+}
+
 // True when `b` is worse than `w` by the scan's rule (more flushes, then the larger amax).
 bool worse_outlier(const formats::block_stats& b, const formats::block_stats& w) {
   return b.flushed > w.flushed || (b.flushed == w.flushed && b.amax > w.amax);
@@ -169,30 +188,21 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     data = buf.data();
     in = fast_input::m_f64;
   };
-  const auto thread_slot = [] {
-#ifdef _OPENMP
-    return static_cast<std::size_t>(omp_get_thread_num());
-#else
-    return std::size_t{0};
-#endif
-  };
-
   if (c.kind == scheme_kind::m_nvfp4 || c.kind == scheme_kind::m_tensor) {
     // The tensor's amax (max is exact and order-free, so the bands' maxima combine exactly).
     std::vector<double> part(static_cast<std::size_t>(bands), 0.0);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
-    for (std::int64_t k = 0; k < bands; ++k) {
+    for_bands(bands, slots, [&](std::int64_t k, std::size_t slot) {
       try {
         const void* data = nullptr;
         fast_input in{};
-        band_data(k, thread_slot(), data, in);
+        band_data(k, slot, data, in);
         const std::int64_t nr = std::min(band, rows - k * band);
         part[static_cast<std::size_t>(k)] =
             fast_quantizer::finite_amax(data, in, static_cast<std::size_t>(nr * cols));
       } catch (...) {
         errors[static_cast<std::size_t>(k)] = std::current_exception();
       }
-    }
+    });
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
     double amax = 0.0;
@@ -201,13 +211,12 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
   }
 
   std::vector<band_part> parts(static_cast<std::size_t>(bands));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
-  for (std::int64_t k = 0; k < bands; ++k) {
+  for_bands(bands, slots, [&](std::int64_t k, std::size_t slot) {
     auto& p = parts[static_cast<std::size_t>(k)];
     try {
       const void* data = nullptr;
       fast_input in{};
-      band_data(k, thread_slot(), data, in);
+      band_data(k, slot, data, in);
       const std::int64_t nr = std::min(band, rows - k * band);
       const auto g = formats::grid_of(c, nr, cols);
       std::vector<formats::block_stats> blocks(static_cast<std::size_t>(g.grid_cols));
@@ -235,7 +244,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     } catch (...) {
       p.error = std::current_exception();
     }
-  }
+  });
   for (auto& p : parts)
     if (p.error) std::rethrow_exception(p.error);
 
