@@ -1041,7 +1041,6 @@ namespace {
 
 using v8f = float __attribute__((vector_size(32)));
 using v8u32 = std::uint32_t __attribute__((vector_size(32)));
-using v8u16 = std::uint16_t __attribute__((vector_size(16)));
 
 // The finite amax of float-valued elements in eight float lanes: |x| and max are exact in
 // float, so this is the double result.
@@ -1063,6 +1062,36 @@ double finite_amax_f(std::size_t n, Load8 load8, Load1 load1) {
   return r;
 }
 
+// The largest finite |x| of n 16-bit floats (bf16, f16), as its bit pattern, 16 elements at
+// a time in integer lanes: |x| is the pattern without the sign bit, a non-negative float's
+// pattern orders as its value does, and the pattern is finite when below `inf_bits` (the
+// exponent field all ones), so the integer maximum of the finite patterns is the pattern of
+// the finite maximum. (0 when there is none: +0.)
+std::uint16_t finite_amax_bits(const std::byte* bytes, std::size_t n, std::uint16_t inf_bits) {
+  using v16u16 = std::uint16_t __attribute__((vector_size(32)));
+  using v16i16 = std::int16_t __attribute__((vector_size(32)));
+  v16u16 m = v16u16{} + 0;
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v16u16 h;
+    std::memcpy(&h, bytes + 2 * i, sizeof h);
+    const v16u16 a = h & 0x7FFF;
+    // Signed compare: both sides are below 0x8000.
+    const v16u16 fin = reinterpret_cast<v16u16>(reinterpret_cast<v16i16>(a) < static_cast<std::int16_t>(inf_bits));
+    const v16u16 k = a & fin;
+    m = k > m ? k : m;
+  }
+  std::uint16_t r = 0;
+  for (int l = 0; l < 16; ++l) r = std::max<std::uint16_t>(r, m[l]);
+  for (; i < n; ++i) {
+    std::uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, sizeof h);
+    const auto a = static_cast<std::uint16_t>(h & 0x7FFF);
+    if (a < inf_bits) r = std::max(r, a);
+  }
+  return r;
+}
+
 }  // namespace
 
 double fast_quantizer::finite_amax(const void* data, fast_input in, std::size_t n) {
@@ -1077,24 +1106,11 @@ double fast_quantizer::finite_amax(const void* data, fast_input in, std::size_t 
             return v;
           },
           [&](std::size_t i) { return element(data, in, i); });
-    case fast_input::m_bf16:
-      return finite_amax_f(
-          n,
-          [&](std::size_t i) {
-            v8u16 h;
-            std::memcpy(&h, bytes + 2 * i, sizeof h);
-            return reinterpret_cast<v8f>(__builtin_convertvector(h, v8u32) << 16);
-          },
-          [&](std::size_t i) { return element(data, in, i); });
-    case fast_input::m_f16:
-      return finite_amax_f(
-          n,
-          [&](std::size_t i) {
-            const auto* p = reinterpret_cast<const std::uint16_t*>(bytes + 2 * i);
-            const v4f lo = half4_to_float(p), hi = half4_to_float(p + 4);
-            return v8f{lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]};
-          },
-          [&](std::size_t i) { return element(data, in, i); });
+    case fast_input::m_bf16:    // finite: exponent field below all ones (0x7F80)
+    case fast_input::m_f16: {  // finite: below 0x7C00
+      const std::uint16_t bits = finite_amax_bits(bytes, n, in == fast_input::m_bf16 ? 0x7F80 : 0x7C00);
+      return element(&bits, in, 0);
+    }
     default: break;
   }
   const auto run = [&](const auto& src) {
