@@ -40,13 +40,18 @@ int main(int argc, char** argv) {
       {"int4-awq", make(quant_kind::m_asym, quant_elem::m_u4, quant_scale::m_f16, 128)},
   };
   int rc = 0;
-  // Launch variants (quantize.cu, g_variant): rows 0 staged ring of 4 steps / 1 register kernel
-  // (the previous default, the same-run baseline) / 2 staged 3 steps / 3 staged 6 steps / 4 as 0
-  // with e2m1 by the codec's threshold count (fp8, int4: the same kernel as 0, a repeat); 2D tiles
-  // 0 staged x1024, 3 tiles / 1 registers x512 / 2 staged x512, 3 tiles / 3 staged x1024, 2 tiles
-  // / 4 a repeat of 0. Variant 0 is what the CLI and tests run.
+  // Launch variants (quantize.cu, g_variant): rows 0 register kernel, division-free addressing,
+  // e2m1 threshold table, Fast e4m3 / 1 the previous default (the same-run baseline) / 2 staged
+  // ring of 4 steps / 3 staged 3 steps / 4 as 0 at 5 blocks per SM; 2D tiles 0 registers x512
+  // Fast / 1 registers x512 (baseline) / 2 staged x1024, 3 tiles / 3 registers x1024 Fast / 4 a
+  // repeat of 0. Variant 0 is what the CLI and tests run. Optional third argument: only schemes
+  // whose name contains it; fourth: only these variants (digits, e.g. "01").
+  const std::string only = argc > 3 ? argv[3] : "";
+  const std::string variants = argc > 4 ? argv[4] : "01234";
   for (const auto& it : items) {
+    if (std::string(it.name).find(only) == std::string::npos) continue;
     for (int variant = 0; variant < 5; ++variant) {
+      if (variants.find(static_cast<char>('0' + variant)) == std::string::npos) continue;
       const std::string v = std::to_string(variant);
       setenv("NUMPROBE_QUANT_VARIANT", v.c_str(), 1);
       try {

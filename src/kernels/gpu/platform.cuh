@@ -80,8 +80,6 @@ __device__ __forceinline__ void mma_16816(float (&)[4], const uint32_t (&)[4], u
 // v_cvt_pk_fp8_f32 is e4m3fnuz, not OCP e4m3fn): the software encoder runs instead.
 inline constexpr bool has_cvt_e4m3 = false;
 inline constexpr const char* cvt_e4m3_impl = "software (bit manipulation, RNE, saturating)";
-// a >= b as an all-ones / zero mask (sums of masks count thresholds).
-__device__ __forceinline__ uint32_t ge_mask(float a, float b) { return a >= b ? 0xFFFFFFFFu : 0u; }
 __device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float, float) { __builtin_trap(); return 0; }
 inline constexpr auto memcpy_d2d = hipMemcpyDeviceToDevice;
 
@@ -155,12 +153,6 @@ inline constexpr bool has_cvt_e4m3 = false;
 __device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float, float) { __trap(); return 0; }
 #endif
 inline constexpr const char* cvt_e4m3_impl = "cvt.rn.satfinite.e4m3x2.f32 (sm_89+), software below";
-// a >= b as an all-ones / zero mask in one instruction (sums of masks count thresholds).
-__device__ __forceinline__ uint32_t ge_mask(float a, float b) {
-  uint32_t m;
-  asm("set.ge.u32.f32 %0, %1, %2;" : "=r"(m) : "f"(a), "f"(b));
-  return m;
-}
 inline constexpr auto memcpy_d2d = cudaMemcpyDeviceToDevice;
 
 inline constexpr auto memcpy_h2d = cudaMemcpyHostToDevice;

@@ -115,12 +115,11 @@ std::int64_t stored_scales(const params& p) { return p.kind == quant_kind::m_ten
 // Launch variants. 0 is what the CLI and tests run; the bench measures all of them in one run,
 // and NUMPROBE_QUANT_VARIANT (0..4) selects one for a bench or test process (every variant codes
 // the same bits). Platforms without asynchronous copies (platform::has_async_copy) run variant 1.
-//   rows: 0 staged, ring of 4 steps (3 blocks per SM), e2m1 by compare masks; 1 register kernel
-//         quantize_rows, grid-stride (the default before the staged kernels); 2 staged, 3 steps
-//         (4 blocks per SM); 3 staged, 6 steps (2 blocks per SM); 4 as 0 with e2m1 by
-//         codec::encode_e2m1_thresholds (fp8 and int4: the same kernel as 0).
-//   2D:   0 staged, 1024 threads, ring of 3 tiles; 1 register kernel, 512 threads; 2 staged,
-//         512 threads, 3 tiles; 3 staged, 1024 threads, 2 tiles; 4 the same as 0.
+//   rows: 0 quantize_rows_fast (registers, grid-stride, 4 blocks per SM); 1 quantize_rows (the
+//         default before 2026-11-30 run 4, the same-run baseline); 2 staged, ring of 4 steps;
+//         3 staged, 3 steps; 4 quantize_rows_fast at 5 blocks per SM.
+//   2D:   0 quantize_block2d<512, Fast>; 1 quantize_block2d<512> (baseline); 2 staged, 1024
+//         threads, ring of 3 tiles; 3 quantize_block2d<1024, Fast>; 4 a repeat of 0.
 int g_variant = 0;
 
 int variant() { return platform::has_async_copy ? g_variant : 1; }
@@ -147,11 +146,11 @@ int resident_blocks(Kernel kernel, int threads, int smem, int fallback) {
   return resident;
 }
 
-template <int L, quant_kind K, quant_elem E, int S, bool GeMask = true>
+template <int L, quant_kind K, quant_elem E, int S>
 void launch_rows_staged(const params& p) {
   if constexpr (platform::has_async_copy) {
     constexpr int threads = quant::staged_threads, smem = quant::staged_rows_smem(S);
-    auto* kernel = &quant::quantize_rows_staged<L, K, E, S, GeMask>;
+    auto* kernel = &quant::quantize_rows_staged<L, K, E, S>;
     NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
                        platform::func_attr_max_dynamic_smem, smem);
     const std::int64_t per_block = threads / L;  // blocks (of the scheme) per thread block and step
@@ -163,14 +162,25 @@ void launch_rows_staged(const params& p) {
   }
 }
 
+template <int L, quant_kind K, quant_elem E, int MinBlocks>
+void launch_rows_fast(const params& p) {
+  auto* kernel = &quant::quantize_rows_fast<L, K, E, MinBlocks>;
+  const std::int64_t per_block = 256 / L;  // blocks (of the scheme) per thread block and step
+  const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
+  const std::int64_t grid = std::min<std::int64_t>(
+      full, static_cast<std::int64_t>(resident_blocks(kernel, 256, 0, MinBlocks)) * multiprocessors() * 4);
+  kernel<<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), 256>>>(p);
+  check_launch("quantize_rows_fast");
+}
+
 template <int L, quant_kind K, quant_elem E>
 void launch_rows_t(const params& p) {
   switch (variant()) {
     case 1: break;
-    case 2: return launch_rows_staged<L, K, E, 3>(p);
-    case 3: return launch_rows_staged<L, K, E, 6>(p);
-    case 4: return launch_rows_staged<L, K, E, 4, false>(p);
-    default: return launch_rows_staged<L, K, E, 4>(p);
+    case 2: return launch_rows_staged<L, K, E, 4>(p);
+    case 3: return launch_rows_staged<L, K, E, 3>(p);
+    case 4: return launch_rows_fast<L, K, E, 5>(p);
+    default: return launch_rows_fast<L, K, E, 4>(p);
   }
   const std::int64_t per_block = 256 / L;  // blocks (of the scheme) per thread block
   const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
@@ -245,14 +255,12 @@ void launch_quantize(const params& p) {
     const dim3 grid(static_cast<unsigned>(p.nb_cols),
                     static_cast<unsigned>((p.rows + p.block_rows - 1) / p.block_rows));
     switch (variant()) {
-      case 1:
-        quant::quantize_block2d<512><<<grid, 512>>>(p);
-        check_launch("quantize_block2d");
-        break;
-      case 2: launch_block2d_staged<512, 3>(p); break;
-      case 3: launch_block2d_staged<1024, 2>(p); break;
-      default: launch_block2d_staged<1024, 3>(p); break;  // 0, and 4 (a repeat of 0)
+      case 1: quant::quantize_block2d<512><<<grid, 512>>>(p); break;
+      case 2: launch_block2d_staged<1024, 3>(p); break;
+      case 3: quant::quantize_block2d<1024, true><<<grid, 1024>>>(p); break;
+      default: quant::quantize_block2d<512, true><<<grid, 512>>>(p); break;  // 0, and 4 (a repeat)
     }
+    check_launch("quantize_block2d");
   } else {
     params q = p;
     if (q.kind == quant_kind::m_tensor) q.block_cols = 128;

@@ -181,28 +181,17 @@ struct block_coder {
 
 // Elements of one block, 4 at a time, by scheme (K) and element (E). NaN inputs: e4m3 NaN with
 // the input's sign, 0 for formats without NaN (the reference's convention).
-// GeMask: e2m1 codes as minus the sum of seven compare masks (platform::ge_mask; the same count
-// as codec::encode_e2m1_thresholds).
-template <quant_kind K, quant_elem E, bool GeMask = false>
+// Fast (the default kernels): the hardware e4m3 conversion without the clamp in front of it
+// (cvt ... satfinite already takes +-inf and every |t| > 448 to +-448: PTX ISA, cvt), and NaN
+// inputs found from the codes: satfinite gives NaN (low 7 bits 0x7F) only for a NaN input, so
+// one test per 4 codes decides whether any element needs its NaN code with the input's sign.
+template <quant_kind K, quant_elem E, bool Fast = false>
 __device__ __forceinline__ void encode4(const params& p, const block_coder& b, const float (&v)[4],
                                         std::uint32_t (&c)[4]) {
   if constexpr (K == quant_kind::m_nvfp4 || (K == quant_kind::m_mx && E == quant_elem::m_e2m1)) {
-    if constexpr (GeMask) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float a = std::fabs(v[j]);
-        const std::uint32_t m = platform::ge_mask(a, b.pts.thr[0]) + platform::ge_mask(a, b.pts.thr[1]) +
-                                platform::ge_mask(a, b.pts.thr[2]) + platform::ge_mask(a, b.pts.thr[3]) +
-                                platform::ge_mask(a, b.pts.thr[4]) + platform::ge_mask(a, b.pts.thr[5]) +
-                                platform::ge_mask(a, b.pts.thr[6]);
-        const std::uint32_t code = ((codec::f2u(v[j]) >> 28) & 0x8u) | (0u - m);
-        c[j] = (b.zero || v[j] != v[j]) ? 0u : code;
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        c[j] = (b.zero || v[j] != v[j]) ? 0u : codec::encode_e2m1_thresholds(v[j], b.pts);
-    }
+    for (int j = 0; j < 4; ++j)
+      c[j] = (b.zero || v[j] != v[j]) ? 0u : codec::encode_e2m1_thresholds(v[j], b.pts);
   } else if constexpr (E == quant_elem::m_e4m3) {
     float t[4];
 #pragma unroll
@@ -211,11 +200,17 @@ __device__ __forceinline__ void encode4(const params& p, const block_coder& b, c
     if constexpr (platform::has_cvt_e4m3) {
       if (p.hw) {
         sw = false;
+        if constexpr (!Fast) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) t[j] = fminf(fmaxf(t[j], -1.0e30f), 1.0e30f);
+          for (int j = 0; j < 4; ++j) t[j] = fminf(fmaxf(t[j], -1.0e30f), 1.0e30f);
+        }
         const std::uint32_t lo = platform::cvt_e4m3x2_satfinite(t[0], t[1]);
         const std::uint32_t hi = platform::cvt_e4m3x2_satfinite(t[2], t[3]);
         c[0] = lo & 0xFF; c[1] = lo >> 8; c[2] = hi & 0xFF; c[3] = hi >> 8;
+        if constexpr (Fast) {
+          const std::uint32_t w = lo | (hi << 16);
+          if ((((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u) == 0u) return;
+        }
       }
     }
     if (sw) {
@@ -425,6 +420,23 @@ __global__ void __launch_bounds__(256, 4) quantize_rows(params p) {
   }
 }
 
+// |v| max over the finite values of one thread (0 when none), as the register kernels compute it,
+// in one max per element: fmaxf ignores a NaN operand, so only an infinity changes the result;
+// then (rarely) the values are taken again without the infinities.
+template <int N>
+__device__ __forceinline__ float finite_amax(const float* v) {
+  float m = 0.f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) m = fmaxf(m, std::fabs(v[j]));
+  if (!(m <= 3.4028235e38f)) {
+    m = 0.f;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      if (is_finite_f(v[j])) m = fmaxf(m, std::fabs(v[j]));
+  }
+  return m;
+}
+
 // Max over a thread block of `threads` threads (a warp-shuffle step, then one shared-memory
 // step over the warps); every thread gets the result.
 template <int Threads>
@@ -444,7 +456,9 @@ __device__ __forceinline__ float block_max(float v) {
 // block_rows x 128 tiles (DeepSeek-V3 weights), one thread block per tile, the tile held in
 // registers: 32 column quads (coalesced 512-byte row loads) x Threads / 32 row groups, R rows
 // per thread (Threads * R = 32 * 128).
-template <int Threads>
+// Fast: one max per element for the amax, the Fast e4m3 coding (the default; the plain form is the
+// bench's baseline and the HIP kernel).
+template <int Threads, bool Fast = false>
 __global__ void __launch_bounds__(Threads) quantize_block2d(params p) {
   constexpr int groups = Threads / 32, R = 128 / groups;
   const int cq = threadIdx.x % 32, rg = threadIdx.x / 32;
@@ -467,11 +481,15 @@ __global__ void __launch_bounds__(Threads) quantize_block2d(params p) {
       for (int j = 0; j < 4; ++j) v[i][j] = row_ok && c0 + j < p.cols ? src[j] : 0.f;
     }
   }
+  if constexpr (Fast) {
+    amax = finite_amax<R * 4>(&v[0][0]);
+  } else {
 #pragma unroll
-  for (int i = 0; i < R; ++i)
+    for (int i = 0; i < R; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (is_finite_f(v[i][j])) amax = fmaxf(amax, std::fabs(v[i][j]));
+      for (int j = 0; j < 4; ++j)
+        if (is_finite_f(v[i][j])) amax = fmaxf(amax, std::fabs(v[i][j]));
+  }
   amax = block_max<Threads>(amax);
   std::uint32_t scode = 0;
   const block_coder b = make_coder<quant_kind::m_block2d, quant_elem::m_e4m3>(p, amax, 1.f, 0.f, scode);
@@ -482,7 +500,7 @@ __global__ void __launch_bounds__(Threads) quantize_block2d(params p) {
     const std::int64_t row = row0 + lr;
     if (lr >= p.block_rows || row >= p.rows || c0 >= p.cols) continue;
     std::uint32_t c[4];
-    encode4<quant_kind::m_block2d, quant_elem::m_e4m3>(p, b, v[i], c);
+    encode4<quant_kind::m_block2d, quant_elem::m_e4m3, Fast>(p, b, v[i], c);
     store_codes4(p, row, c0, c, aligned);
   }
 }
@@ -566,23 +584,6 @@ struct lane_place {
   bool active = false;
 };
 
-// |v| max over the finite values of one thread (0 when none), as the register kernels compute it,
-// in one max per element: fmaxf ignores a NaN operand, so only an infinity changes the result;
-// then (rarely) the values are taken again without the infinities.
-template <int N>
-__device__ __forceinline__ float finite_amax(const float* v) {
-  float m = 0.f;
-#pragma unroll
-  for (int j = 0; j < N; ++j) m = fmaxf(m, std::fabs(v[j]));
-  if (!(m <= 3.4028235e38f)) {
-    m = 0.f;
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-      if (is_finite_f(v[j])) m = fmaxf(m, std::fabs(v[j]));
-  }
-  return m;
-}
-
 // The ring slot of float4 f of a warp's step (16 f per lane): an XOR swizzle so that both the
 // warp-contiguous copies (lane l writes f = 32k + l) and the per-lane reads (lane l reads
 // f = 4l + k) hit 8 distinct 16-byte bank groups per quarter warp.
@@ -591,7 +592,7 @@ __device__ __forceinline__ int ring_swizzle(int f) { return f ^ ((f >> 3) & 3); 
 // One lane's block share after its 16 values are in registers: block amax over the L lanes,
 // scale, codes, stores. The operations of quantize_rows' loop body, with the element range given
 // by `g` (flat or row/column addressing).
-template <int L, quant_kind K, quant_elem E, bool GeMask>
+template <int L, quant_kind K, quant_elem E, bool Fast>
 __device__ __forceinline__ void code_lane(const params& p, const float (&v)[16], const lane_place& g,
                                           int lane, float st, float r6, const block_coder& tensor_coder,
                                           const float4 (*tab)[2]) {
@@ -641,7 +642,7 @@ __device__ __forceinline__ void code_lane(const params& p, const float (&v)[16],
       for (int k = 0; k < V / 4; ++k) {
         const float in4[4] = {v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]};
         std::uint32_t out4[4];
-        encode4<K, E, GeMask>(p, b, in4, out4);
+        encode4<K, E, Fast>(p, b, in4, out4);
 #pragma unroll
         for (int j = 0; j < 4; ++j) c[4 * k + j] = out4[j];
       }
@@ -681,20 +682,101 @@ __device__ __forceinline__ void code_lane(const params& p, const float (&v)[16],
   }
 }
 
+// Where lane `warp_lane` of warp step w of a row kernel works (16 L elements per block, L lanes
+// per block, warp_size / L blocks per step). Flat layout (cols a multiple of the block length):
+// block bi starts at element bi * block_cols, so no division; otherwise row and column of the
+// block by one division (32-bit when the block count allows).
+template <int L>
+__device__ __forceinline__ lane_place place_lane(const params& p, std::int64_t w, int warp_lane, bool flat,
+                                                 bool div32, bool fp8) {
+  constexpr int V = 16, per_warp = platform::warp_size / L;
+  const int lane = warp_lane % L;
+  lane_place g;
+  g.bi = w * per_warp + warp_lane / L;
+  g.active = g.bi < p.n_blocks;
+  if (flat) {
+    g.e0 = g.bi * p.block_cols + lane * V;
+    g.code_off = fp8 ? g.e0 : g.e0 / 2;
+    g.nvalid = g.active ? V : 0;
+  } else if (g.active) {
+    const std::int64_t row = div32 ? static_cast<std::int64_t>(static_cast<std::uint32_t>(g.bi) /
+                                                                static_cast<std::uint32_t>(p.nb_cols))
+                                   : g.bi / p.nb_cols;
+    const std::int64_t c0 = (g.bi - row * p.nb_cols) * p.block_cols + lane * V;
+    g.e0 = row * p.cols + c0;
+    g.code_off = row * p.row_bytes + (fp8 ? c0 : c0 / 2);
+    const std::int64_t left = p.cols - c0;
+    g.nvalid = left <= 0 ? 0 : (left >= V ? V : static_cast<int>(left));
+  }
+  return g;
+}
+
+// Per-kernel constants of the row kernels: the tensor scale (fp8 per-tensor, NVFP4 s_t), NVFP4's
+// 1 / (6 s_t), the per-tensor coder.
+template <quant_kind K, quant_elem E>
+struct row_consts {
+  float st = 1.f, r6 = 0.f;
+  block_coder tensor_coder;
+  __device__ __forceinline__ explicit row_consts(const params& p) {
+    if constexpr (K == quant_kind::m_tensor || K == quant_kind::m_nvfp4) st = *p.tensor_scale;
+    if constexpr (K == quant_kind::m_nvfp4) r6 = nvfp4_r6(st);
+    std::uint32_t unused = 0;
+    if constexpr (K == quant_kind::m_tensor) tensor_coder = make_coder<K, E>(p, 0.f, st, 0.f, unused);
+  }
+};
+
+// The default row kernel: quantize_rows' geometry and register loads (four 16-byte loads per
+// lane), with the division-free addressing of place_lane, the e2m1 threshold table, one max per
+// element for the amax and the Fast e4m3 coding (code_lane).
+template <int L, quant_kind K, quant_elem E, int MinBlocks>
+__global__ void __launch_bounds__(256, MinBlocks) quantize_rows_fast(params p) {
+  constexpr int V = 16, W = platform::warp_size;
+  constexpr int per_warp = W / L;
+  constexpr int TAB = e2m1_table_size<K, E>;
+  __shared__ float4 tab[TAB > 0 ? TAB : 1][2];
+  const int warp_lane = threadIdx.x % W;
+  const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / W);
+  const std::int64_t warp0 = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / W) + threadIdx.x / W;
+  const bool flat = p.cols % p.block_cols == 0;
+  const bool vec_load = (p.cols & 3) == 0;
+  const bool div32 = p.n_blocks <= 0x7FFFFFFF;
+  const row_consts<K, E> k(p);
+  if constexpr (TAB > 0) {
+    build_e2m1_table<K, E>(tab, k.st);
+    __syncthreads();
+  }
+  for (std::int64_t w = warp0; w * per_warp < p.n_blocks; w += warps_total) {
+    const lane_place g = place_lane<L>(p, w, warp_lane, flat, div32, E == quant_elem::m_e4m3);
+    const float* src = p.x + g.e0;
+    float v[V];
+#pragma unroll
+    for (int q = 0; q < V / 4; ++q) {
+      if (vec_load && 4 * q < g.nvalid) {
+        const float4 f = *reinterpret_cast<const float4*>(src + 4 * q);
+        v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
+      } else {
+#pragma unroll
+        for (int j = 4 * q; j < 4 * q + 4; ++j) v[j] = j < g.nvalid ? src[j] : 0.f;
+      }
+    }
+    code_lane<L, K, E, true>(p, v, g, warp_lane % L, k.st, k.r6, k.tensor_coder, tab);
+  }
+}
+
 // Threads per block of the staged row kernel, and its dynamic shared memory for S steps.
 inline constexpr int staged_threads = 256;
 constexpr int staged_rows_smem(int S) { return S * staged_threads * 16 * 4; }
 constexpr int staged_rows_min_blocks(int S) { return S <= 3 ? 4 : (S <= 4 ? 3 : 2); }
 
-// Row blocks as quantize_rows (L lanes x 16 elements per block, grid-stride over warps), the
-// input staged through a per-warp ring of S steps x 16 floats per lane:
-// - flat layout (cols a multiple of the block length: a warp step is 512 consecutive floats):
-//   lane l copies float4 32k + l (coalesced 512-byte requests), reads back its own 16 floats;
-//   a __syncwarp orders the copies of one lane and the reads of another;
+// Row blocks as quantize_rows_fast (the same coding), the input staged through a per-warp ring
+// of S steps x 16 floats per lane by asynchronous copies, S - 1 steps ahead:
+// - flat layout (a warp step is 512 consecutive floats): lane l copies float4 32k + l
+//   (coalesced 512-byte requests) and reads back its own 16 floats; a __syncwarp orders the
+//   copies of one lane and the reads of another;
 // - otherwise each lane copies its own 16 floats (16-byte copies when cols % 4 == 0, else
 //   synchronous element loads into the same slots).
 // The grid is one wave of resident blocks (launcher).
-template <int L, quant_kind K, quant_elem E, int S, bool GeMask>
+template <int L, quant_kind K, quant_elem E, int S>
 __global__ void __launch_bounds__(staged_threads, staged_rows_min_blocks(S)) quantize_rows_staged(params p) {
   static_assert(S >= 2, "a ring needs two steps");
   constexpr int V = 16, W = platform::warp_size, seg = W * 4;  // float4 per warp step
@@ -702,7 +784,6 @@ __global__ void __launch_bounds__(staged_threads, staged_rows_min_blocks(S)) qua
   constexpr int TAB = e2m1_table_size<K, E>;
   extern __shared__ float4 ring_all[];  // [warps][S][seg]
   __shared__ float4 tab[TAB > 0 ? TAB : 1][2];
-  const int lane = threadIdx.x % L;
   const int warp_lane = threadIdx.x % W;
   float4* ring = ring_all + (threadIdx.x / W) * (S * seg);
   const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / W);
@@ -710,65 +791,40 @@ __global__ void __launch_bounds__(staged_threads, staged_rows_min_blocks(S)) qua
   const bool flat = p.cols % p.block_cols == 0;
   const bool vec_load = (p.cols & 3) == 0;
   const bool div32 = p.n_blocks <= 0x7FFFFFFF;
-  const bool fp8 = E == quant_elem::m_e4m3;
-  float st = 1.f, r6 = 0.f;
-  if constexpr (K == quant_kind::m_tensor || K == quant_kind::m_nvfp4) st = *p.tensor_scale;
-  if constexpr (K == quant_kind::m_nvfp4) r6 = nvfp4_r6(st);
-  block_coder tensor_coder;
-  std::uint32_t unused = 0;
-  if constexpr (K == quant_kind::m_tensor) tensor_coder = make_coder<K, E>(p, 0.f, st, 0.f, unused);
+  constexpr bool fp8 = E == quant_elem::m_e4m3;
+  const row_consts<K, E> k(p);
   if constexpr (TAB > 0) {
-    build_e2m1_table<K, E>(tab, st);
+    build_e2m1_table<K, E>(tab, k.st);
     __syncthreads();
   }
 
-  const auto place = [&](std::int64_t w) {
-    lane_place g;
-    g.bi = w * per_warp + warp_lane / L;
-    g.active = g.bi < p.n_blocks;
-    if (flat) {
-      g.e0 = g.bi * p.block_cols + lane * V;
-      g.code_off = fp8 ? g.e0 : g.e0 / 2;
-      g.nvalid = g.active ? V : 0;
-    } else if (g.active) {
-      const std::int64_t row = div32 ? static_cast<std::int64_t>(static_cast<std::uint32_t>(g.bi) /
-                                                                  static_cast<std::uint32_t>(p.nb_cols))
-                                     : g.bi / p.nb_cols;
-      const std::int64_t c0 = (g.bi - row * p.nb_cols) * p.block_cols + lane * V;
-      g.e0 = row * p.cols + c0;
-      g.code_off = row * p.row_bytes + (fp8 ? c0 : c0 / 2);
-      const std::int64_t left = p.cols - c0;
-      g.nvalid = left <= 0 ? 0 : (left >= V ? V : static_cast<int>(left));
-    }
-    return g;
-  };
   const auto issue = [&](std::int64_t w, int slot) {
     float4* dst = ring + slot * seg;
     if (flat) {
       const std::int64_t base = w * (W * V), n = p.n_blocks * p.block_cols;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int f = k * W + warp_lane;
+      for (int q = 0; q < 4; ++q) {
+        const int f = q * W + warp_lane;
         const std::int64_t e = base + 4 * f;
         platform::copy_16_async(dst + ring_swizzle(f), e < n ? p.x + e : p.x, e < n);
       }
     } else {
-      const lane_place g = place(w);
+      const lane_place g = place_lane<L>(p, w, warp_lane, flat, div32, fp8);
       const float* src = p.x + g.e0;
       if (vec_load) {
 #pragma unroll
-        for (int k = 0; k < 4; ++k)
-          platform::copy_16_async(dst + ring_swizzle(4 * warp_lane + k), 4 * k < g.nvalid ? src + 4 * k : p.x,
-                                  4 * k < g.nvalid);
+        for (int q = 0; q < 4; ++q)
+          platform::copy_16_async(dst + ring_swizzle(4 * warp_lane + q), 4 * q < g.nvalid ? src + 4 * q : p.x,
+                                  4 * q < g.nvalid);
       } else {
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          float4 q;
-          q.x = 4 * k < g.nvalid ? src[4 * k] : 0.f;
-          q.y = 4 * k + 1 < g.nvalid ? src[4 * k + 1] : 0.f;
-          q.z = 4 * k + 2 < g.nvalid ? src[4 * k + 2] : 0.f;
-          q.w = 4 * k + 3 < g.nvalid ? src[4 * k + 3] : 0.f;
-          dst[ring_swizzle(4 * warp_lane + k)] = q;
+        for (int q = 0; q < 4; ++q) {
+          float4 f;
+          f.x = 4 * q < g.nvalid ? src[4 * q] : 0.f;
+          f.y = 4 * q + 1 < g.nvalid ? src[4 * q + 1] : 0.f;
+          f.z = 4 * q + 2 < g.nvalid ? src[4 * q + 2] : 0.f;
+          f.w = 4 * q + 3 < g.nvalid ? src[4 * q + 3] : 0.f;
+          dst[ring_swizzle(4 * warp_lane + q)] = f;
         }
       }
     }
@@ -786,15 +842,16 @@ __global__ void __launch_bounds__(staged_threads, staged_rows_min_blocks(S)) qua
     platform::warp_sync();         // ... and every lane's; the previous slot is read by all
     float v[V];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float4 q = ring[slot * seg + ring_swizzle(4 * warp_lane + k)];
-      v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
+    for (int q = 0; q < 4; ++q) {
+      const float4 f = ring[slot * seg + ring_swizzle(4 * warp_lane + q)];
+      v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
     }
     const std::int64_t wn = w + (S - 1) * warps_total;
     if (wn * per_warp < p.n_blocks) issue(wn, slot == 0 ? S - 1 : slot - 1);
     platform::copy_commit();
     slot = slot + 1 == S ? 0 : slot + 1;
-    code_lane<L, K, E, GeMask>(p, v, place(w), lane, st, r6, tensor_coder, tab);
+    code_lane<L, K, E, true>(p, v, place_lane<L>(p, w, warp_lane, flat, div32, fp8), warp_lane % L, k.st,
+                             k.r6, k.tensor_coder, tab);
   }
 }
 
@@ -884,7 +941,7 @@ __global__ void __launch_bounds__(Threads, 1) quantize_block2d_staged(params p) 
       const std::int64_t row = row0 + lr;
       if (lr >= p.block_rows || row >= p.rows || c0 >= p.cols) continue;
       std::uint32_t c[4];
-      encode4<quant_kind::m_block2d, quant_elem::m_e4m3>(p, b, v[i], c);
+      encode4<quant_kind::m_block2d, quant_elem::m_e4m3, true>(p, b, v[i], c);
       store_codes4(p, row, c0, c, aligned);
     }
   }
