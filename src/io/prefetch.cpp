@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -75,19 +76,53 @@ void prefetcher::wait_idle() const {
 
 void prefetcher::run() {
   const auto buf = std::make_unique<std::byte[]>(m_o.how == options::method::m_read ? m_o.chunk : 1);
+  // Each file opened once (-1: cannot be), with its size then.
+  struct file {
+    int fd = -1;
+    std::uint64_t size = 0;
+  };
+  std::map<std::filesystem::path, file> files;
+  const auto file_of = [&](const std::filesystem::path& p) -> const file& {
+    auto [it, added] = files.try_emplace(p);
+    if (added) {
+      it->second.fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      if (it->second.fd >= 0 && ::fstat(it->second.fd, &st) == 0)
+        it->second.size = static_cast<std::uint64_t>(st.st_size);
+    }
+    return it->second;
+  };
+  // The advice cursor: POSIX_FADV_WILLNEED has been given for the plan's bytes before
+  // `advised` (range `adv_range`, `adv_done` bytes into it). It runs up to the window's end,
+  // across ranges and files, so the disk has many requests at once (a lone sequential reader
+  // keeps only the kernel's read-ahead in flight); the read cursor then waits for, or finds,
+  // the pages in order.
+  std::size_t adv_range = 0;
+  std::uint64_t adv_done = 0, advised = 0;
+  const auto advise_to = [&](std::uint64_t limit) {
+    while (advised < limit && adv_range < m_plan.size()) {
+      const auto& r = m_plan[adv_range];
+      const std::uint64_t len = std::min<std::uint64_t>({r.length - adv_done, limit - advised, 32u << 20});
+      const file& f = file_of(r.path);
+      const std::uint64_t at = r.offset + adv_done;
+      if (f.fd >= 0 && at < f.size)
+        ::posix_fadvise(f.fd, static_cast<off_t>(at), static_cast<off_t>(std::min(len, f.size - at)),
+                        POSIX_FADV_WILLNEED);
+      adv_done += len;
+      advised += len;
+      if (adv_done == r.length) {
+        ++adv_range;
+        adv_done = 0;
+      }
+    }
+  };
+
   std::uint64_t start = 0;  // the current range's first plan byte
   for (const auto& r : m_plan) {
-    const int fd = ::open(r.path.c_str(), O_RDONLY | O_CLOEXEC);
-    std::uint64_t file_size = 0;
-    if (fd >= 0) {
-      struct stat st {};
-      if (::fstat(fd, &st) == 0) file_size = static_cast<std::uint64_t>(st.st_size);
-      ::posix_fadvise(fd, static_cast<off_t>(r.offset), static_cast<off_t>(r.length),
-                      POSIX_FADV_SEQUENTIAL);
-    }
+    const file& f = file_of(r.path);
     std::uint64_t done = 0;  // of this range
     while (done < r.length) {
-      std::uint64_t len = 0;
+      std::uint64_t len = 0, limit = 0;
       {
         std::unique_lock lock(m_mu);
         // Room in the window: the next read ends at most at consumed + window.
@@ -99,23 +134,27 @@ void prefetcher::run() {
         }
         m_idle = false;
         if (m_stop) break;
-        len = std::min<std::uint64_t>({r.length - done, m_o.chunk, m_consumed + m_o.window - (start + done)});
+        limit = m_consumed + m_o.window;
+        len = std::min<std::uint64_t>({r.length - done, m_o.chunk, limit - (start + done)});
       }
       // Only what the file holds counts as read (a short file ends the range).
       const std::uint64_t at = r.offset + done;
-      const std::uint64_t avail = at < file_size ? std::min<std::uint64_t>(len, file_size - at) : 0;
+      const std::uint64_t avail = at < f.size ? std::min<std::uint64_t>(len, f.size - at) : 0;
       ssize_t n = -1;
-      if (fd < 0 || avail == 0) {
+      if (f.fd < 0 || avail == 0) {
         n = 0;
       } else if (m_o.how == options::method::m_advise) {
-        ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(avail), POSIX_FADV_WILLNEED);
+        advise_to(start + done + avail);
         n = static_cast<ssize_t>(avail);
-      } else if (resident(fd, at, avail)) {
-        n = static_cast<ssize_t>(avail);  // cached already: nothing to wait for, nothing to copy
       } else {
-        do {
-          n = ::pread(fd, buf.get(), avail, static_cast<off_t>(at));
-        } while (n < 0 && errno == EINTR);
+        advise_to(limit);
+        if (resident(f.fd, at, avail)) {
+          n = static_cast<ssize_t>(avail);  // cached already: nothing to wait for, nothing to copy
+        } else {
+          do {
+            n = ::pread(f.fd, buf.get(), avail, static_cast<off_t>(at));
+          } while (n < 0 && errno == EINTR);
+        }
       }
       std::lock_guard lock(m_mu);
       if (n <= 0) {  // missing, short or failing file: the rest of the range counts as passed
@@ -127,13 +166,14 @@ void prefetcher::run() {
       m_fetched += static_cast<std::uint64_t>(n);
       m_read += static_cast<std::uint64_t>(n);
     }
-    if (fd >= 0) ::close(fd);
     {
       std::lock_guard lock(m_mu);
       if (m_stop) break;
     }
     start += r.length;
   }
+  for (const auto& [path, f] : files)
+    if (f.fd >= 0) ::close(f.fd);
   std::lock_guard lock(m_mu);
   m_finished = true;
   m_idle = true;

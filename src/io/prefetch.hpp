@@ -3,15 +3,16 @@
 // walking a planned sequence of file ranges (the scan's tensors, shard after shard), so the
 // disk works while the consumer's threads compute instead of stalling in page faults.
 //
-// It reads each range front to back with pread(2) in `chunk`-byte calls into one scratch
-// buffer (the same system calls as a plain sequential read) and throws the bytes away: what
-// it leaves behind is the file's pages in the page cache, where the consumer's memory map then
-// finds them (minor faults, no disk wait). It never reads past byte `consumed + window` of the
-// plan (the ranges laid end to end), so the cache it fills ahead is bounded by `window`, and
-// its own memory is one chunk; it touches none of the consumer's mappings (its resident set
-// does not grow). Purely advisory: a file that is missing, shorter than its range or failing
-// to read just ends that range early (the consumer reports such errors itself), and results
-// never depend on it.
+// It asks the kernel to read everything up to the window's end (POSIX_FADV_WILLNEED), then
+// reads each range front to back with pread(2) in `chunk`-byte calls into one scratch buffer,
+// so that it waits for the pages in order, and throws the bytes away: what it leaves behind
+// is the file's pages in the page cache, where the consumer's memory map then finds them
+// (minor faults, no disk wait). It never reads nor asks for bytes past `consumed + window` of
+// the plan (the ranges laid end to end), so the cache it fills ahead is bounded by `window`,
+// and its own memory is one chunk; it touches none of the consumer's mappings (its resident
+// set does not grow). Purely advisory: a file that is missing, shorter than its range or
+// failing to read just ends that range early (the consumer reports such errors itself), and
+// results never depend on it.
 // Private to numprobe (the scan probe uses it): not installed.
 #include <condition_variable>
 #include <cstddef>
@@ -33,9 +34,10 @@ class prefetcher {
   struct options {
     std::uint64_t window = std::uint64_t{512} << 20;  // bytes read ahead of the consumer
     std::size_t chunk = std::size_t{4} << 20;         // bytes per call
-    // read: pread(2) into a scratch buffer, waiting for the disk, except for chunks whose
-    // pages are all cached already (mincore), which are passed without a copy;
-    // advise: posix_fadvise(WILLNEED) per chunk (starts the disk reads and returns; the
+    // read: posix_fadvise(WILLNEED) up to the window's end (many disk requests in flight),
+    // then pread(2) of each chunk in order into a scratch buffer, waiting for the disk,
+    // except for chunks whose pages are all cached already (mincore), passed without a copy;
+    // advise: the WILLNEED only, chunk by chunk (starts the disk reads and returns; the
     // consumer may then wait on pages still in flight).
     enum class method : std::uint8_t { m_read, m_advise } how = method::m_read;
   };
