@@ -40,12 +40,12 @@ int main(int argc, char** argv) {
       {"int4-awq", make(quant_kind::m_asym, quant_elem::m_u4, quant_scale::m_f16, 128)},
   };
   int rc = 0;
-  // Launch variants (quantize.cu, g_variant): rows 0 register kernel, division-free addressing,
-  // e2m1 threshold table, Fast e4m3 / 1 the previous default (the same-run baseline) / 2 staged
-  // ring of 4 steps / 3 staged 3 steps / 4 as 0 at 5 blocks per SM; 2D tiles 0 registers x512
-  // Fast / 1 registers x512 (baseline) / 2 staged x1024, 3 tiles / 3 registers x1024 Fast / 4 a
-  // repeat of 0. Variant 0 is what the CLI and tests run. Optional third argument: only schemes
-  // whose name contains it; fourth: only these variants (digits, e.g. "01").
+  // Launch variants (quantize.cu, g_variant): rows 0 quantize_rows_fast (the default: 5 blocks
+  // per SM, 4 for NVFP4 / MX e2m1) / 1 quantize_rows, the previous default (the same-run
+  // baseline) / 2, 3, 4 quantize_rows_fast at 4, 5, 6 blocks per SM; 2D tiles 0 tile in shared
+  // memory x512 (the default) / 1 registers x512 (baseline) / 2 shared x256 / 3 shared x1024 /
+  // 4 registers x512 with the Fast coding. Optional third argument: only schemes whose name
+  // contains it; fourth: only these variants (digits, e.g. "01").
   const std::string only = argc > 3 ? argv[3] : "";
   const std::string variants = argc > 4 ? argv[4] : "01234";
   for (const auto& it : items) {

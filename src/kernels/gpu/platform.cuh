@@ -58,14 +58,8 @@ __device__ __forceinline__ void copy_16_async(void* smem, const void* gmem, bool
 __device__ __forceinline__ void copy_commit() {}
 template <int N>
 __device__ __forceinline__ void copy_wait() {}
-// Quantize pipelines stage through shared memory only where copies are asynchronous.
+// The quantize kernels stage 2D tiles through shared memory only where copies are asynchronous.
 inline constexpr bool has_async_copy = false;
-// Memory ordering among the lanes of one wavefront (lanes run in lockstep).
-__device__ __forceinline__ void warp_sync() {
-  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
-  __builtin_amdgcn_wave_barrier();
-  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
-}
 
 // Declared so that the tensor-core kernel template parses; the launcher never instantiates it
 // on this platform (has_mma_sync == false).
@@ -137,7 +131,6 @@ __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_gr
 template <int N>
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 inline constexpr bool has_async_copy = true;  // cp.async (sm_80+)
-__device__ __forceinline__ void warp_sync() { __syncwarp(); }
 
 // Quantize: OCP e4m3 by the hardware conversion (sm_89+): RNE, +-inf and overflow to +-448,
 // NaN to NaN. Packs lo in bits 0-7, hi in bits 8-15. Elsewhere the software encoder runs.

@@ -114,12 +114,15 @@ std::int64_t stored_scales(const params& p) { return p.kind == quant_kind::m_ten
 
 // Launch variants. 0 is what the CLI and tests run; the bench measures all of them in one run,
 // and NUMPROBE_QUANT_VARIANT (0..4) selects one for a bench or test process (every variant codes
-// the same bits). Platforms without asynchronous copies (platform::has_async_copy) run variant 1.
-//   rows: 0 quantize_rows_fast (registers, grid-stride, 4 blocks per SM); 1 quantize_rows (the
-//         default before 2026-11-30 run 4, the same-run baseline); 2 staged, ring of 4 steps;
-//         3 staged, 3 steps; 4 quantize_rows_fast at 5 blocks per SM.
-//   2D:   0 quantize_block2d<512, Fast>; 1 quantize_block2d<512> (baseline); 2 staged, 1024
-//         threads, ring of 3 tiles; 3 quantize_block2d<1024, Fast>; 4 a repeat of 0.
+// the same bits). Platforms without asynchronous copies (platform::has_async_copy: HIP) run
+// variant 1.
+//   rows: 0 quantize_rows_fast at 5 blocks of 256 per SM (48 registers), 4 for the e2m1 schemes
+//         (NVFP4, MX e2m1: 64 registers; at 5 they spill and run slower); 1 quantize_rows (the
+//         default before 2026-11-30, the same-run baseline); 2, 3, 4: quantize_rows_fast at 4,
+//         5, 6 blocks per SM.
+//   2D:   0 quantize_block2d_smem<512> (3 tiles per SM); 1 quantize_block2d<512> (baseline);
+//         2 quantize_block2d_smem<256>; 3 quantize_block2d_smem<1024> (2 tiles per SM);
+//         4 quantize_block2d<512, Fast> (registers).
 int g_variant = 0;
 
 int variant() { return platform::has_async_copy ? g_variant : 1; }
@@ -146,22 +149,6 @@ int resident_blocks(Kernel kernel, int threads, int smem, int fallback) {
   return resident;
 }
 
-template <int L, quant_kind K, quant_elem E, int S>
-void launch_rows_staged(const params& p) {
-  if constexpr (platform::has_async_copy) {
-    constexpr int threads = quant::staged_threads, smem = quant::staged_rows_smem(S);
-    auto* kernel = &quant::quantize_rows_staged<L, K, E, S>;
-    NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
-                       platform::func_attr_max_dynamic_smem, smem);
-    const std::int64_t per_block = threads / L;  // blocks (of the scheme) per thread block and step
-    const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
-    const std::int64_t grid = std::min<std::int64_t>(
-        full, static_cast<std::int64_t>(resident_blocks(kernel, threads, smem, 1)) * multiprocessors());
-    kernel<<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), threads, smem>>>(p);
-    check_launch("quantize_rows_staged");
-  }
-}
-
 template <int L, quant_kind K, quant_elem E, int MinBlocks>
 void launch_rows_fast(const params& p) {
   auto* kernel = &quant::quantize_rows_fast<L, K, E, MinBlocks>;
@@ -175,12 +162,13 @@ void launch_rows_fast(const params& p) {
 
 template <int L, quant_kind K, quant_elem E>
 void launch_rows_t(const params& p) {
+  constexpr bool e2m1 = K == quant_kind::m_nvfp4 || (K == quant_kind::m_mx && E == quant_elem::m_e2m1);
   switch (variant()) {
     case 1: break;
-    case 2: return launch_rows_staged<L, K, E, 4>(p);
-    case 3: return launch_rows_staged<L, K, E, 3>(p);
-    case 4: return launch_rows_fast<L, K, E, 5>(p);
-    default: return launch_rows_fast<L, K, E, 4>(p);
+    case 2: return launch_rows_fast<L, K, E, 4>(p);
+    case 3: return launch_rows_fast<L, K, E, 5>(p);
+    case 4: return launch_rows_fast<L, K, E, 6>(p);
+    default: return launch_rows_fast<L, K, E, e2m1 ? 4 : 5>(p);
   }
   const std::int64_t per_block = 256 / L;  // blocks (of the scheme) per thread block
   const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
@@ -235,18 +223,14 @@ void tensor_pass(params& p, unsigned* amax, float* tscale) {
   p.tensor_scale = tscale;
 }
 
-template <int Threads, int S>
-void launch_block2d_staged(const params& p) {
+template <int Threads, int MinBlocks>
+void launch_block2d_smem(const params& p, dim3 grid) {
   if constexpr (platform::has_async_copy) {
-    constexpr int smem = quant::staged_tile_smem(S);
-    auto* kernel = &quant::quantize_block2d_staged<Threads, S>;
+    constexpr int smem = quant::tile_smem_bytes;
+    auto* kernel = &quant::quantize_block2d_smem<Threads, MinBlocks>;
     NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
                        platform::func_attr_max_dynamic_smem, smem);
-    const std::int64_t tiles = p.nb_cols * ((p.rows + p.block_rows - 1) / p.block_rows);
-    const std::int64_t grid = std::min<std::int64_t>(
-        tiles, static_cast<std::int64_t>(resident_blocks(kernel, Threads, smem, 1)) * multiprocessors());
-    kernel<<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), Threads, smem>>>(p);
-    check_launch("quantize_block2d_staged");
+    kernel<<<grid, Threads, smem>>>(p);
   }
 }
 
@@ -256,9 +240,10 @@ void launch_quantize(const params& p) {
                     static_cast<unsigned>((p.rows + p.block_rows - 1) / p.block_rows));
     switch (variant()) {
       case 1: quant::quantize_block2d<512><<<grid, 512>>>(p); break;
-      case 2: launch_block2d_staged<1024, 3>(p); break;
-      case 3: quant::quantize_block2d<1024, true><<<grid, 1024>>>(p); break;
-      default: quant::quantize_block2d<512, true><<<grid, 512>>>(p); break;  // 0, and 4 (a repeat)
+      case 2: launch_block2d_smem<256, 3>(p, grid); break;
+      case 3: launch_block2d_smem<1024, 2>(p, grid); break;
+      case 4: quant::quantize_block2d<512, true><<<grid, 512>>>(p); break;
+      default: launch_block2d_smem<512, 3>(p, grid); break;
     }
     check_launch("quantize_block2d");
   } else {

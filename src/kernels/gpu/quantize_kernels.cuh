@@ -11,9 +11,9 @@
 //   both vendors); grid-stride over warps.
 // - quantize_block2d<Threads>: block_rows x 128 tiles (DeepSeek-V3 weights), one thread block per
 //   tile held in registers.
-// - quantize_rows_staged / quantize_block2d_staged: the same blocks and tiles with the input
-//   staged through a shared-memory ring by asynchronous copies (the default where the platform
-//   has them; the register kernels above remain for the others and as the bench's baseline).
+// - quantize_rows_fast / quantize_block2d_smem: the default kernels (fewer instructions per
+//   element; 2D tiles held in shared memory); the register kernels above remain for HIP and as
+//   the bench's baseline.
 // - dequant_int4_f16: packed int4/uint4 -> fp16 by the 0x6400 trick (NUMERICS.md).
 // fp8 elements are coded from v * (1 / s) where that provably gives the code of v / s
 // (codec::e4m3_quotient), from the round-to-odd quotient elsewhere; no per-element division.
@@ -224,7 +224,10 @@ __device__ __forceinline__ void encode4(const params& p, const block_coder& b, c
     // MX e2m1 is handled by thresholds above; here int4 groups (i4).
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      c[j] = v[j] != v[j] ? 0u : codec::encode_i4(b.s == 0.f ? 0.f : codec::div_round_odd(v[j], b.s));
+      c[j] = v[j] != v[j] ? 0u
+                          : codec::encode_i4(b.s == 0.f ? 0.f
+                                             : Fast     ? codec::div_round_odd_rcp(v[j], b.s, b.rs)
+                                                        : codec::div_round_odd(v[j], b.s));
   }
 }
 
@@ -505,14 +508,12 @@ __global__ void __launch_bounds__(Threads) quantize_block2d(params p) {
   }
 }
 
-// ------------------------------------------------------------------ staged kernels (default)
-// The kernels above hold their loads in registers, so the bytes in flight per SM are bounded by
-// registers and occupancy (about 64 KiB at 64 registers x 1024 threads), and a warp has nothing
-// in flight while it codes. The staged kernels copy the input into a shared-memory ring of S
-// steps with cp.async (no registers held; platform::copy_16_async), S - 1 steps ahead of the
-// step being coded; the coding itself is the same operations on the same values, so the codes
-// are the same bits. On platforms without asynchronous copies the launcher keeps the register
-// kernels (platform::has_async_copy).
+// ------------------------------------------------------------------ default kernels (Fast)
+// The same blocks and codes as the kernels above with fewer instructions per element: no 64-bit
+// division per step (place_lane), the e2m1 thresholds of every block scale from a table, one max
+// per element for the amax, the e4m3 conversion without a clamp and with NaN inputs found from
+// the codes, the int4 quotient from the block reciprocal. The 1 GiB kernels are bound by issue
+// and latency, not by bytes in flight (measurements: a cp.async ring of 3-6 steps was slower).
 
 // e2m1 decision thresholds of every possible block scale, built once per thread block in shared
 // memory (the per-block construction costs about 60 instructions): NVFP4 indexed by the e4m3
@@ -584,14 +585,10 @@ struct lane_place {
   bool active = false;
 };
 
-// The ring slot of float4 f of a warp's step (16 f per lane): an XOR swizzle so that both the
-// warp-contiguous copies (lane l writes f = 32k + l) and the per-lane reads (lane l reads
-// f = 4l + k) hit 8 distinct 16-byte bank groups per quarter warp.
-__device__ __forceinline__ int ring_swizzle(int f) { return f ^ ((f >> 3) & 3); }
-
 // One lane's block share after its 16 values are in registers: block amax over the L lanes,
-// scale, codes, stores. The operations of quantize_rows' loop body, with the element range given
-// by `g` (flat or row/column addressing).
+// scale, codes, stores. The operations of quantize_rows' loop body (Fast: the int4 quotients by
+// codec::div_round_odd_rcp, bit-identical to div_round_odd), with the element range given by
+// `g` (flat or row/column addressing).
 template <int L, quant_kind K, quant_elem E, bool Fast>
 __device__ __forceinline__ void code_lane(const params& p, const float (&v)[16], const lane_place& g,
                                           int lane, float st, float r6, const block_coder& tensor_coder,
@@ -615,9 +612,12 @@ __device__ __forceinline__ void code_lane(const params& p, const float (&v)[16],
       const codec::scale_value s = codec::store_scale(p.sfmt, range / 15.0);
       double z = 0.0;
       if (s.value != 0.f) z = fmin(fmax(-rint(lo / static_cast<double>(s.value)), 0.0), 15.0);
+      const float rs = Fast ? codec::block_reciprocal(s.value) : 0.f;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float r = std::rint(s.value == 0.f ? 0.f : codec::div_round_odd(v[j], s.value));
+        const float r = std::rint(s.value == 0.f ? 0.f
+                                  : Fast       ? codec::div_round_odd_rcp(v[j], s.value, rs)
+                                               : codec::div_round_odd(v[j], s.value));
         const float q = fminf(fmaxf(r + static_cast<float>(z), 0.f), 15.f);
         c[j] = v[j] != v[j] ? 0u : static_cast<std::uint32_t>(q);
       }
@@ -763,187 +763,75 @@ __global__ void __launch_bounds__(256, MinBlocks) quantize_rows_fast(params p) {
   }
 }
 
-// Threads per block of the staged row kernel, and its dynamic shared memory for S steps.
-inline constexpr int staged_threads = 256;
-constexpr int staged_rows_smem(int S) { return S * staged_threads * 16 * 4; }
-constexpr int staged_rows_min_blocks(int S) { return S <= 3 ? 4 : (S <= 4 ? 3 : 2); }
+// Dynamic shared memory of quantize_block2d_smem: one 128 x 128 fp32 tile.
+inline constexpr int tile_smem_bytes = 128 * 128 * 4;
 
-// Row blocks as quantize_rows_fast (the same coding), the input staged through a per-warp ring
-// of S steps x 16 floats per lane by asynchronous copies, S - 1 steps ahead:
-// - flat layout (a warp step is 512 consecutive floats): lane l copies float4 32k + l
-//   (coalesced 512-byte requests) and reads back its own 16 floats; a __syncwarp orders the
-//   copies of one lane and the reads of another;
-// - otherwise each lane copies its own 16 floats (16-byte copies when cols % 4 == 0, else
-//   synchronous element loads into the same slots).
-// The grid is one wave of resident blocks (launcher).
-template <int L, quant_kind K, quant_elem E, int S>
-__global__ void __launch_bounds__(staged_threads, staged_rows_min_blocks(S)) quantize_rows_staged(params p) {
-  static_assert(S >= 2, "a ring needs two steps");
-  constexpr int V = 16, W = platform::warp_size, seg = W * 4;  // float4 per warp step
-  constexpr int per_warp = W / L;
-  constexpr int TAB = e2m1_table_size<K, E>;
-  extern __shared__ float4 ring_all[];  // [warps][S][seg]
-  __shared__ float4 tab[TAB > 0 ? TAB : 1][2];
-  const int warp_lane = threadIdx.x % W;
-  float4* ring = ring_all + (threadIdx.x / W) * (S * seg);
-  const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / W);
-  const std::int64_t warp0 = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / W) + threadIdx.x / W;
-  const bool flat = p.cols % p.block_cols == 0;
-  const bool vec_load = (p.cols & 3) == 0;
-  const bool div32 = p.n_blocks <= 0x7FFFFFFF;
-  constexpr bool fp8 = E == quant_elem::m_e4m3;
-  const row_consts<K, E> k(p);
-  if constexpr (TAB > 0) {
-    build_e2m1_table<K, E>(tab, k.st);
-    __syncthreads();
-  }
-
-  const auto issue = [&](std::int64_t w, int slot) {
-    float4* dst = ring + slot * seg;
-    if (flat) {
-      const std::int64_t base = w * (W * V), n = p.n_blocks * p.block_cols;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int f = q * W + warp_lane;
-        const std::int64_t e = base + 4 * f;
-        platform::copy_16_async(dst + ring_swizzle(f), e < n ? p.x + e : p.x, e < n);
-      }
-    } else {
-      const lane_place g = place_lane<L>(p, w, warp_lane, flat, div32, fp8);
-      const float* src = p.x + g.e0;
-      if (vec_load) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          platform::copy_16_async(dst + ring_swizzle(4 * warp_lane + q), 4 * q < g.nvalid ? src + 4 * q : p.x,
-                                  4 * q < g.nvalid);
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          float4 f;
-          f.x = 4 * q < g.nvalid ? src[4 * q] : 0.f;
-          f.y = 4 * q + 1 < g.nvalid ? src[4 * q + 1] : 0.f;
-          f.z = 4 * q + 2 < g.nvalid ? src[4 * q + 2] : 0.f;
-          f.w = 4 * q + 3 < g.nvalid ? src[4 * q + 3] : 0.f;
-          dst[ring_swizzle(4 * warp_lane + q)] = f;
-        }
-      }
-    }
-  };
-
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    const std::int64_t w = warp0 + s * warps_total;
-    if (w * per_warp < p.n_blocks) issue(w, s);
-    platform::copy_commit();
-  }
-  int slot = 0;
-  for (std::int64_t w = warp0; w * per_warp < p.n_blocks; w += warps_total) {
-    platform::copy_wait<S - 2>();  // this lane's copies of step w have landed
-    platform::warp_sync();         // ... and every lane's; the previous slot is read by all
-    float v[V];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const float4 f = ring[slot * seg + ring_swizzle(4 * warp_lane + q)];
-      v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
-    }
-    const std::int64_t wn = w + (S - 1) * warps_total;
-    if (wn * per_warp < p.n_blocks) issue(wn, slot == 0 ? S - 1 : slot - 1);
-    platform::copy_commit();
-    slot = slot + 1 == S ? 0 : slot + 1;
-    code_lane<L, K, E, true>(p, v, place_lane<L>(p, w, warp_lane, flat, div32, fp8), warp_lane % L, k.st,
-                             k.r6, k.tensor_coder, tab);
-  }
-}
-
-// Dynamic shared memory of the staged 2D kernel: S tiles of 128 x 128 fp32.
-constexpr int staged_tile_smem(int S) { return S * 128 * 128 * 4; }
-
-// block_rows x 128 tiles, the staged form of quantize_block2d: one resident thread block per SM
-// walks tiles (grid-stride), each thread copying its own R float4 of a tile (32 column quads x
-// Threads / 32 row groups; each copy instruction reads 512 contiguous bytes of a row) into a
-// ring of S tiles, S - 1 tiles ahead. Only the tile amax crosses threads (block_max with a
-// double-buffered exchange).
-template <int Threads, int S>
-__global__ void __launch_bounds__(Threads, 1) quantize_block2d_staged(params p) {
-  static_assert(S >= 2, "a ring needs two steps");
+// block_rows x 128 tiles, one thread block per tile as quantize_block2d, the tile held in shared
+// memory instead of registers: each thread copies its own R float4 (32 column quads x
+// Threads / 32 row groups; one copy instruction reads 512 contiguous bytes of a row) with
+// asynchronous copies, takes the amax from them, and codes them after the block maximum. Few
+// registers, so three tiles (192 KiB) are resident per SM at different phases, where the
+// register kernel fits two; Fast coding.
+template <int Threads, int MinBlocks>
+__global__ void __launch_bounds__(Threads, MinBlocks) quantize_block2d_smem(params p) {
   constexpr int groups = Threads / 32, R = 128 / groups;
-  constexpr int warps = Threads / platform::warp_size;
-  extern __shared__ float4 ring[];  // [S][R][Threads]
-  __shared__ float red[2][warps];
+  extern __shared__ float4 tile[];  // [R][Threads]: thread t's float4 i at tile[i * Threads + t]
   const int cq = threadIdx.x % 32, rg = threadIdx.x / 32;
-  const std::int64_t nb_rows = (p.rows + p.block_rows - 1) / p.block_rows;
-  const std::int64_t tiles = p.nb_cols * nb_rows;
+  const std::int64_t br = blockIdx.y, bc = blockIdx.x;
+  const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
   const bool aligned = (p.cols & 3) == 0;
-
-  const auto issue = [&](std::int64_t t, int slot) {
-    const std::int64_t br = t / p.nb_cols, bc = t - br * p.nb_cols;
-    const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      const std::int64_t lr = rg + groups * i;
-      const std::int64_t row = row0 + lr;
-      const bool ok = lr < p.block_rows && row < p.rows && c0 < p.cols;
-      const float* src = ok ? p.x + row * p.cols + c0 : p.x;
-      float4* dst = ring + (slot * R + i) * Threads + threadIdx.x;
-      if (aligned) {
-        platform::copy_16_async(dst, src, ok);
-      } else {
-        float4 q;
-        q.x = ok ? src[0] : 0.f;
-        q.y = ok && c0 + 1 < p.cols ? src[1] : 0.f;
-        q.z = ok && c0 + 2 < p.cols ? src[2] : 0.f;
-        q.w = ok && c0 + 3 < p.cols ? src[3] : 0.f;
-        *dst = q;
-      }
+  for (int i = 0; i < R; ++i) {
+    const std::int64_t lr = rg + groups * i;
+    const std::int64_t row = row0 + lr;
+    const bool ok = lr < p.block_rows && row < p.rows && c0 < p.cols;
+    const float* src = ok ? p.x + row * p.cols + c0 : p.x;
+    float4* dst = tile + i * Threads + threadIdx.x;
+    if (aligned) {
+      platform::copy_16_async(dst, src, ok);
+    } else {
+      float4 q;
+      q.x = ok ? src[0] : 0.f;
+      q.y = ok && c0 + 1 < p.cols ? src[1] : 0.f;
+      q.z = ok && c0 + 2 < p.cols ? src[2] : 0.f;
+      q.w = ok && c0 + 3 < p.cols ? src[3] : 0.f;
+      *dst = q;
     }
-  };
-
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    const std::int64_t t = blockIdx.x + static_cast<std::int64_t>(s) * gridDim.x;
-    if (t < tiles) issue(t, s);
-    platform::copy_commit();
   }
-  int slot = 0, parity = 0;
-  for (std::int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    platform::copy_wait<S - 2>();  // own copies only: no barrier needed for the data
-    float v[R][4];
+  platform::copy_commit();
+  platform::copy_wait<0>();  // own copies only: no barrier needed for the data
+  // |v| max over the finite values (one max per element, see finite_amax).
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const float4 q = tile[i * Threads + threadIdx.x];
+    amax = fmaxf(fmaxf(amax, fmaxf(std::fabs(q.x), std::fabs(q.y))), fmaxf(std::fabs(q.z), std::fabs(q.w)));
+  }
+  if (!(amax <= 3.4028235e38f)) {
+    amax = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      const float4 q = ring[(slot * R + i) * Threads + threadIdx.x];
-      v[i][0] = q.x; v[i][1] = q.y; v[i][2] = q.z; v[i][3] = q.w;
+      const float4 q = tile[i * Threads + threadIdx.x];
+      const float a[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (is_finite_f(a[j])) amax = fmaxf(amax, std::fabs(a[j]));
     }
-    const std::int64_t tn = t + static_cast<std::int64_t>(S - 1) * gridDim.x;
-    if (tn < tiles) issue(tn, slot == 0 ? S - 1 : slot - 1);
-    platform::copy_commit();
-    slot = slot + 1 == S ? 0 : slot + 1;
-
-    float amax = finite_amax<R * 4>(&v[0][0]);
+  }
+  amax = block_max<Threads>(amax);
+  std::uint32_t scode = 0;
+  const block_coder b = make_coder<quant_kind::m_block2d, quant_elem::m_e4m3>(p, amax, 1.f, 0.f, scode);
+  if (threadIdx.x == 0) store_scale_code(p, br * p.nb_cols + bc, scode);
 #pragma unroll
-    for (int m = 1; m < platform::warp_size; m <<= 1) amax = fmaxf(amax, platform::shfl_xor(amax, m));
-    // Two exchange buffers: a thread writing tile t + 2's slot has passed tile t + 1's barrier,
-    // so every thread has read tile t's values.
-    if (threadIdx.x % platform::warp_size == 0) red[parity][threadIdx.x / platform::warp_size] = amax;
-    __syncthreads();
-    amax = red[parity][0];
-#pragma unroll
-    for (int w = 1; w < warps; ++w) amax = fmaxf(amax, red[parity][w]);
-    parity ^= 1;
-
-    const std::int64_t br = t / p.nb_cols, bc = t - br * p.nb_cols;
-    const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
-    std::uint32_t scode = 0;
-    const block_coder b = make_coder<quant_kind::m_block2d, quant_elem::m_e4m3>(p, amax, 1.f, 0.f, scode);
-    if (threadIdx.x == 0) store_scale_code(p, t, scode);
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      const std::int64_t lr = rg + groups * i;
-      const std::int64_t row = row0 + lr;
-      if (lr >= p.block_rows || row >= p.rows || c0 >= p.cols) continue;
-      std::uint32_t c[4];
-      encode4<quant_kind::m_block2d, quant_elem::m_e4m3, true>(p, b, v[i], c);
-      store_codes4(p, row, c0, c, aligned);
-    }
+  for (int i = 0; i < R; ++i) {
+    const std::int64_t lr = rg + groups * i;
+    const std::int64_t row = row0 + lr;
+    if (lr >= p.block_rows || row >= p.rows || c0 >= p.cols) continue;
+    const float4 q = tile[i * Threads + threadIdx.x];
+    const float v[4] = {q.x, q.y, q.z, q.w};
+    std::uint32_t c[4];
+    encode4<quant_kind::m_block2d, quant_elem::m_e4m3, true>(p, b, v, c);
+    store_codes4(p, row, c0, c, aligned);
   }
 }
 
