@@ -459,8 +459,8 @@ __device__ __forceinline__ float block_max(float v) {
 // block_rows x 128 tiles (DeepSeek-V3 weights), one thread block per tile, the tile held in
 // registers: 32 column quads (coalesced 512-byte row loads) x Threads / 32 row groups, R rows
 // per thread (Threads * R = 32 * 128).
-// Fast: one max per element for the amax, the Fast e4m3 coding (the default; the plain form is the
-// bench's baseline and the HIP kernel).
+// Fast: one max per element for the amax, the Fast e4m3 coding (bench variant 4; the plain form
+// is the bench's baseline and the HIP kernel).
 template <int Threads, bool Fast = false>
 __global__ void __launch_bounds__(Threads) quantize_block2d(params p) {
   constexpr int groups = Threads / 32, R = 128 / groups;
