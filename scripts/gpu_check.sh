@@ -94,7 +94,10 @@ fi
 # same process (target >= 70% of the copy's bandwidth for NVFP4 and fp8).
 if [[ ${RESULT[build]} == ok ]] && ! skip quantbench; then
   stamp "quant bench"
-  "$BUILD_DIR/tests/gpu/gpu_quant_bench" 10 $((1 << 30)) 2>&1 | tee "$OUT/quant_bench.txt"
+  # Variants 0 (the default launch the CLI and tests use) and 1 (the previous default, as the
+  # before-figure); NUMPROBE_QUANT_VARIANTS=01234 measures every launch variant.
+  "$BUILD_DIR/tests/gpu/gpu_quant_bench" 10 $((1 << 30)) "" "${NUMPROBE_QUANT_VARIANTS:-01}" 2>&1 |
+    tee "$OUT/quant_bench.txt"
 fi
 # Bit-exactness record of the quantize kernels and the decode accuracy (from the test binary).
 if [[ ${RESULT[build]} == ok ]] && ! skip tests; then
