@@ -3,15 +3,90 @@
 // both timed in the same process (median of N). Bytes counted: fp32 read + codes + scales
 // written (a copy: read + write). The amax pre-pass of per-tensor scales is timed apart and
 // reported both ways (ratio: kernel alone; ratio_with_amax: amax pass + kernel).
+//
+// `gpu_quant_bench check [VARIANTS]`: the 128x128 launch variants against variant 1 (the register
+// kernel that the [quant-exact] tests check against the reference codec) on shapes with partial
+// tiles, 16-byte aligned rows and odd row counts, which the tests' 131x301 (unaligned rows) does
+// not reach: codes and scales must be identical (exit 1 otherwise).
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "src/kernels/gpu/gpu_api.hpp"
 
+namespace {
+
+// Seeded N(0,1) values with 1% outliers x 60, exact zeros, and NaN / +-inf in one row in 7.
+std::vector<float> check_tensor(long long rows, long long cols, unsigned seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for (long long r = 0; r < rows; ++r)
+    for (long long c = 0; c < cols; ++c) {
+      float v = n(g);
+      const float p = u(g);
+      if (p < 0.01f) v *= 60.f;
+      else if (p < 0.02f) v = 0.f;
+      if (r % 7 == 3 && p > 0.99f) v = p > 0.995f ? std::numeric_limits<float>::quiet_NaN()
+                                                   : (p > 0.9925f ? 1.f : -1.f) * std::numeric_limits<float>::infinity();
+      x[static_cast<std::size_t>(r * cols + c)] = v;
+    }
+  return x;
+}
+
+int check(const std::string& variants) {
+  using namespace numprobe::gpu;
+  const long long shapes[][3] = {{256, 512, 128}, {131, 300, 128}, {257, 1028, 128}, {300, 260, 128},
+                                 {64, 4096, 128}, {200, 644, 48}, {1, 4, 128}};
+  int rc = 0;
+  unsigned seed = 11;
+  for (const auto& sh : shapes) {
+    const std::vector<float> x = check_tensor(sh[0], sh[1], seed++);
+    quant_request r;
+    r.kind = quant_kind::m_block2d;
+    r.elem = quant_elem::m_e4m3;
+    r.scale = quant_scale::m_f32;
+    r.rows = sh[0];
+    r.cols = sh[1];
+    r.block_rows = sh[2];
+    r.block_cols = 128;
+    r.x = x.data();
+    setenv("NUMPROBE_QUANT_VARIANT", "1", 1);
+    const quant_device_result base = cuda_quant_api().quantize(r);
+    for (char v : variants) {
+      const std::string vs(1, v);
+      setenv("NUMPROBE_QUANT_VARIANT", vs.c_str(), 1);
+      try {
+        const quant_device_result d = cuda_quant_api().quantize(r);
+        long long bad = 0, bad_s = 0;
+        for (std::size_t i = 0; i < base.codes.size(); ++i) bad += d.codes[i] != base.codes[i];
+        for (std::size_t i = 0; i < base.scale_codes.size(); ++i) bad_s += d.scale_codes[i] != base.scale_codes[i];
+        if (d.codes.size() != base.codes.size() || d.scale_codes.size() != base.scale_codes.size()) bad = -1;
+        std::printf("check fp8-block%lldx128 %lldx%lld v%c vs v1: code mismatches %lld/%zu, scale mismatches %lld/%zu\n",
+                    sh[2], sh[0], sh[1], v, bad, base.codes.size(), bad_s, base.scale_codes.size());
+        if (bad != 0 || bad_s != 0) rc = 1;
+      } catch (const std::exception& e) {
+        std::printf("check %lldx%lld v%c FAILED: %s\n", sh[0], sh[1], v, e.what());
+        rc = 1;
+      }
+    }
+  }
+  unsetenv("NUMPROBE_QUANT_VARIANT");
+  return rc;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace numprobe::gpu;
+  if (argc > 1 && std::string(argv[1]) == "check") return check(argc > 2 ? argv[2] : "05678");
   const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
   const long long bytes = argc > 2 ? std::atoll(argv[2]) : (1ll << 30);
   struct item {
@@ -43,16 +118,18 @@ int main(int argc, char** argv) {
   // Launch variants (quantize.cu, g_variant): rows 0 quantize_rows_fast (the default: 5 blocks
   // per SM, 4 for NVFP4 / MX e2m1) / 1 quantize_rows, the previous default (the same-run
   // baseline) / 2, 3, 4 quantize_rows_fast at 4, 5, 6 blocks per SM; 2D tiles 0 tile in shared
-  // memory x512 (the default) / 1 registers x512 (baseline) / 2 shared x256 / 3 shared x1024 /
-  // 4 registers x512 with the Fast coding. Optional third argument: only schemes whose name
-  // contains it; fourth: only these variants (digits, e.g. "01").
+  // memory x512 (the default; 2 the same) / 1 registers x512 (baseline) / 3 shared x1024 /
+  // 4 registers x512 with the Fast coding / 5..8 persistent pipelined tiles with bulk copies
+  // (quantize.cu says which). Optional third argument: only schemes whose name contains it; fourth: only these
+  // variants (digits 0..9 in the order given, e.g. "01").
   const std::string only = argc > 3 ? argv[3] : "";
   const std::string variants = argc > 4 ? argv[4] : "01234";
   for (const auto& it : items) {
     if (std::string(it.name).find(only) == std::string::npos) continue;
-    for (int variant = 0; variant < 5; ++variant) {
-      if (variants.find(static_cast<char>('0' + variant)) == std::string::npos) continue;
-      const std::string v = std::to_string(variant);
+    for (char vc : variants) {
+      if (vc < '0' || vc > '9') continue;
+      const int variant = vc - '0';
+      const std::string v(1, vc);
       setenv("NUMPROBE_QUANT_VARIANT", v.c_str(), 1);
       try {
         const quant_bandwidth b = cuda_quant_api().bandwidth(it.r, bytes, iters);

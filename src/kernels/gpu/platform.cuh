@@ -75,6 +75,18 @@ __device__ __forceinline__ void mma_16816(float (&)[4], const uint32_t (&)[4], u
 inline constexpr bool has_cvt_e4m3 = false;
 inline constexpr const char* cvt_e4m3_impl = "software (bit manipulation, RNE, saturating)";
 __device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float, float) { __builtin_trap(); return 0; }
+// Bulk copies completing on shared-memory barriers (Hopper cp.async.bulk + mbarrier): none on
+// AMD; declared so that the pipelined 2D quantize kernel parses, never launched here.
+inline constexpr bool has_bulk_copy = false;
+__device__ __forceinline__ void mbar_init(std::uint64_t*, unsigned) { __builtin_trap(); }
+__device__ __forceinline__ void mbar_fence_init() { __builtin_trap(); }
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t*, unsigned) { __builtin_trap(); }
+__device__ __forceinline__ void mbar_arrive(std::uint64_t*) { __builtin_trap(); }
+__device__ __forceinline__ void mbar_wait(std::uint64_t*, unsigned) { __builtin_trap(); }
+template <bool EvictFirst>
+__device__ __forceinline__ void bulk_copy_g2s(void*, const void*, unsigned, std::uint64_t*) { __builtin_trap(); }
+__device__ __forceinline__ void named_barrier_sync(int, int) { __builtin_trap(); }
+__device__ __forceinline__ void sync_warp() {}  // a wavefront runs in lock-step (ROCm 5.2)
 inline constexpr auto memcpy_d2d = hipMemcpyDeviceToDevice;
 
 inline constexpr auto memcpy_h2d = hipMemcpyHostToDevice;
@@ -146,6 +158,62 @@ inline constexpr bool has_cvt_e4m3 = false;
 __device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float, float) { __trap(); return 0; }
 #endif
 inline constexpr const char* cvt_e4m3_impl = "cvt.rn.satfinite.e4m3x2.f32 (sm_89+), software below";
+// Bulk copies global -> shared completing on a shared-memory mbarrier (cp.async.bulk, sm_90+;
+// the launcher checks the device). Below sm_90 the bodies trap (never launched there).
+inline constexpr bool has_bulk_copy = true;
+__device__ __forceinline__ void sync_warp() { __syncwarp(); }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (before the CTA barrier).
+__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+// `bytes` (a multiple of 16) from 16-byte aligned gmem to 16-byte aligned smem; EvictFirst: the
+// source lines are marked evict-first in L2 (read once).
+template <bool EvictFirst>
+__device__ __forceinline__ void bulk_copy_g2s(void* smem, const void* gmem, unsigned bytes, std::uint64_t* bar) {
+  if constexpr (EvictFirst) {
+    std::uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+        ::"r"(smem_addr(smem)), "l"(gmem), "r"(bytes), "r"(smem_addr(bar)), "l"(pol) : "memory");
+  } else {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(smem)), "l"(gmem), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+  }
+}
+// Barrier `id` (1..15; 0 is __syncthreads) over the first `threads` threads (a multiple of 32).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+#else
+__device__ __forceinline__ void mbar_init(std::uint64_t*, unsigned) { __trap(); }
+__device__ __forceinline__ void mbar_fence_init() { __trap(); }
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t*, unsigned) { __trap(); }
+__device__ __forceinline__ void mbar_arrive(std::uint64_t*) { __trap(); }
+__device__ __forceinline__ void mbar_wait(std::uint64_t*, unsigned) { __trap(); }
+template <bool EvictFirst>
+__device__ __forceinline__ void bulk_copy_g2s(void*, const void*, unsigned, std::uint64_t*) { __trap(); }
+__device__ __forceinline__ void named_barrier_sync(int, int) { __trap(); }
+#endif
 inline constexpr auto memcpy_d2d = cudaMemcpyDeviceToDevice;
 
 inline constexpr auto memcpy_h2d = cudaMemcpyHostToDevice;

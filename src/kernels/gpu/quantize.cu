@@ -113,19 +113,35 @@ params plan(const quant_request& r) {
 std::int64_t stored_scales(const params& p) { return p.kind == quant_kind::m_tensor ? 1 : p.n_blocks; }
 
 // Launch variants. 0 is what the CLI and tests run; the bench measures all of them in one run,
-// and NUMPROBE_QUANT_VARIANT (0..4) selects one for a bench or test process (every variant codes
+// and NUMPROBE_QUANT_VARIANT (0..9) selects one for a bench or test process (every variant codes
 // the same bits). Platforms without asynchronous copies (platform::has_async_copy: HIP) run
 // variant 1.
 //   rows: 0 quantize_rows_fast at 5 blocks of 256 per SM (48 registers), 4 for the e2m1 schemes
 //         (NVFP4, MX e2m1: 64 registers; at 5 they spill and run slower); 1 quantize_rows (the
 //         default before 2026-11-30, the same-run baseline); 2, 3, 4: quantize_rows_fast at 4,
-//         5, 6 blocks per SM.
+//         5, 6 blocks per SM; 5..9 as 0.
 //   2D:   0 quantize_block2d_smem<512> (3 tiles per SM); 1 quantize_block2d<512> (baseline);
-//         2 quantize_block2d_smem<256>; 3 quantize_block2d_smem<1024> (2 tiles per SM);
-//         4 quantize_block2d<512, Fast> (registers).
+//         2 = 0 (the fallback of the pipe variants); 3 quantize_block2d_smem<1024> (2 tiles per
+//         SM); 4 quantize_block2d<512, Fast> (registers); quantize_block2d_pipe where bulk copies
+//         work (CUDA sm_90+, cols % 4 == 0; else as 0), all slower than 0 on the H200 (0.47-0.56
+//         of the copy against 0.62, measurements file, runs 7-8): 5 <512 consumers, 3 stages,
+//         1 block per SM>, 6 <512, 1 stage, 2 blocks per SM>, 7 = 6 and 8 = 5 with the tile loads
+//         marked evict-first in L2; 9 as 0.
 int g_variant = 0;
 
 int variant() { return platform::has_async_copy ? g_variant : 1; }
+
+// Compute capability major of the current device (0 when unknown).
+int cc_major() {
+  static int major = [] {
+    int dev = 0;
+    (void)NUMPROBE_GPU_API(GetDevice)(&dev);
+    platform::device_prop_t prop{};
+    if (NUMPROBE_GPU_API(GetDeviceProperties)(&prop, dev) != platform::success) return 0;
+    return prop.major;
+  }();
+  return major;
+}
 
 int multiprocessors() {
   static int n = [] {
@@ -234,17 +250,41 @@ void launch_block2d_smem(const params& p, dim3 grid) {
   }
 }
 
+// Persistent pipelined tiles: as many blocks as are resident (at most one per tile). False when
+// the platform, the device or the layout does not allow bulk copies (the caller falls back).
+template <int Consumers, int Stages, int MinBlocks, bool EvictFirst>
+bool launch_block2d_pipe(const params& p) {
+  if constexpr (platform::has_bulk_copy) {
+    if (cc_major() < 9 || (p.cols & 3) != 0 || (reinterpret_cast<std::uintptr_t>(p.x) & 15) != 0) return false;
+    constexpr int smem = quant::pipe_smem_bytes<Stages>;
+    auto* kernel = &quant::quantize_block2d_pipe<Consumers, Stages, MinBlocks, EvictFirst>;
+    NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
+                       platform::func_attr_max_dynamic_smem, smem);
+    const std::int64_t tiles = p.nb_cols * ((p.rows + p.block_rows - 1) / p.block_rows);
+    const std::int64_t grid = std::min<std::int64_t>(
+        tiles, static_cast<std::int64_t>(resident_blocks(kernel, Consumers + 32, smem, MinBlocks)) * multiprocessors());
+    kernel<<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), Consumers + 32, smem>>>(p);
+    return true;
+  }
+  return false;
+}
+
 void launch_quantize(const params& p) {
   if (p.kind == quant_kind::m_block2d) {
     const dim3 grid(static_cast<unsigned>(p.nb_cols),
                     static_cast<unsigned>((p.rows + p.block_rows - 1) / p.block_rows));
+    bool done = false;
     switch (variant()) {
-      case 1: quant::quantize_block2d<512><<<grid, 512>>>(p); break;
-      case 2: launch_block2d_smem<256, 3>(p, grid); break;
-      case 3: launch_block2d_smem<1024, 2>(p, grid); break;
-      case 4: quant::quantize_block2d<512, true><<<grid, 512>>>(p); break;
-      default: launch_block2d_smem<512, 3>(p, grid); break;
+      case 1: quant::quantize_block2d<512><<<grid, 512>>>(p); done = true; break;
+      case 3: launch_block2d_smem<1024, 2>(p, grid); done = true; break;
+      case 4: quant::quantize_block2d<512, true><<<grid, 512>>>(p); done = true; break;
+      case 5: done = launch_block2d_pipe<512, 3, 1, false>(p); break;
+      case 6: done = launch_block2d_pipe<512, 1, 2, false>(p); break;
+      case 7: done = launch_block2d_pipe<512, 1, 2, true>(p); break;
+      case 8: done = launch_block2d_pipe<512, 3, 1, true>(p); break;
+      default: break;
     }
+    if (!done) launch_block2d_smem<512, 3>(p, grid);
     check_launch("quantize_block2d");
   } else {
     params q = p;
@@ -277,14 +317,14 @@ std::string conversion_name(const params& p) {
   return "int4: rint of a round-to-odd fp32 quotient, clamped";
 }
 
-// NUMPROBE_QUANT_VARIANT (0..4) picks a launch variant (see g_variant) for one call.
+// NUMPROBE_QUANT_VARIANT (0..9) picks a launch variant (see g_variant) for one call.
 struct variant_scope {
   int old = g_variant;
   variant_scope() {
     if (const char* env = std::getenv("NUMPROBE_QUANT_VARIANT")) {
       const std::string v = env;
-      if (v.size() != 1 || v[0] < '0' || v[0] > '4')
-        throw_input_error("NUMPROBE_QUANT_VARIANT", "expects 0..4, got '" + v + "'");
+      if (v.size() != 1 || v[0] < '0' || v[0] > '9')
+        throw_input_error("NUMPROBE_QUANT_VARIANT", "expects 0..9, got '" + v + "'");
       g_variant = v[0] - '0';
     }
   }
