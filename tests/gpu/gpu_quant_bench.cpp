@@ -86,7 +86,14 @@ int check(const std::string& variants) {
 
 int main(int argc, char** argv) {
   using namespace numprobe::gpu;
-  if (argc > 1 && std::string(argv[1]) == "check") return check(argc > 2 ? argv[2] : "05678");
+  if (argc > 1 && std::string(argv[1]) == "check") {
+    try {
+      return check(argc > 2 ? argv[2] : "05678");
+    } catch (const std::exception& e) {  // no device, or the baseline launch failed
+      std::fprintf(stderr, "gpu_quant_bench check: %s\n", e.what());
+      return 3;
+    }
+  }
   const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
   const long long bytes = argc > 2 ? std::atoll(argv[2]) : (1ll << 30);
   struct item {
