@@ -120,8 +120,9 @@ std::int64_t stored_scales(const params& p) { return p.kind == quant_kind::m_ten
 //         (NVFP4, MX e2m1: 64 registers; at 5 they spill and run slower); 1 quantize_rows (the
 //         default before 2026-11-30, the same-run baseline); 2, 3, 4: quantize_rows_fast at 4,
 //         5, 6 blocks per SM; 5..9 as 0.
-//   2D:   0 quantize_block2d_smem<512> (3 tiles per SM); 1 quantize_block2d<512> (baseline);
-//         2 = 0 (the fallback of the pipe variants); 3 quantize_block2d_smem<1024> (2 tiles per
+//   2D:   0 quantize_block2d_smem<512> (3 tiles per SM; whole tiles without per-row bounds
+//         tests); 1 quantize_block2d<512> (baseline); 2 quantize_block2d_smem<512, 3, false>
+//         (every tile by the general path: the default before the whole-tile path); 3 quantize_block2d_smem<1024> (2 tiles per
 //         SM); 4 quantize_block2d<512, Fast> (registers); quantize_block2d_pipe where bulk copies
 //         work (CUDA sm_90+, cols % 4 == 0; else as 0), all slower than 0 on the H200 (0.47-0.56
 //         of the copy against 0.62, measurements file, runs 7-8): 5 <512 consumers, 3 stages,
@@ -239,11 +240,11 @@ void tensor_pass(params& p, unsigned* amax, float* tscale) {
   p.tensor_scale = tscale;
 }
 
-template <int Threads, int MinBlocks>
+template <int Threads, int MinBlocks, bool Whole = true>
 void launch_block2d_smem(const params& p, dim3 grid) {
   if constexpr (platform::has_async_copy) {
     constexpr int smem = quant::tile_smem_bytes;
-    auto* kernel = &quant::quantize_block2d_smem<Threads, MinBlocks>;
+    auto* kernel = &quant::quantize_block2d_smem<Threads, MinBlocks, Whole>;
     NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
                        platform::func_attr_max_dynamic_smem, smem);
     kernel<<<grid, Threads, smem>>>(p);
@@ -276,6 +277,7 @@ void launch_quantize(const params& p) {
     bool done = false;
     switch (variant()) {
       case 1: quant::quantize_block2d<512><<<grid, 512>>>(p); done = true; break;
+      case 2: launch_block2d_smem<512, 3, false>(p, grid); done = true; break;
       case 3: launch_block2d_smem<1024, 2>(p, grid); done = true; break;
       case 4: quant::quantize_block2d<512, true><<<grid, 512>>>(p); done = true; break;
       case 5: done = launch_block2d_pipe<512, 3, 1, false>(p); break;

@@ -775,7 +775,7 @@ inline constexpr int tile_smem_bytes = 128 * 128 * 4;
 // asynchronous copies, takes the amax from them, and codes them after the block maximum. Few
 // registers, so three tiles (192 KiB) are resident per SM at different phases, where the
 // register kernel fits two; Fast coding.
-template <int Threads, int MinBlocks>
+template <int Threads, int MinBlocks, bool Whole = true>
 __global__ void __launch_bounds__(Threads, MinBlocks) quantize_block2d_smem(params p) {
   constexpr int groups = Threads / 32, R = 128 / groups;
   extern __shared__ float4 tile[];  // [R][Threads]: thread t's float4 i at tile[i * Threads + t]
@@ -783,22 +783,33 @@ __global__ void __launch_bounds__(Threads, MinBlocks) quantize_block2d_smem(para
   const std::int64_t br = blockIdx.y, bc = blockIdx.x;
   const std::int64_t row0 = br * p.block_rows, c0 = bc * 128 + cq * 4;
   const bool aligned = (p.cols & 3) == 0;
+  // Whole: a full 128 x 128 tile inside the tensor (every tile but the edge ones) takes a path
+  // without per-row bounds tests, its row addresses stepped by increments (the profile of the
+  // general path showed it issue-bound: SM throughput 71%, DRAM 55%).
+  const bool whole = Whole && aligned && p.block_rows == 128 && row0 + 128 <= p.rows && bc * 128 + 128 <= p.cols;
+  if (whole) {
+    const float* src = p.x + (row0 + rg) * p.cols + c0;
+    const std::int64_t step = groups * p.cols;
 #pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const std::int64_t lr = rg + groups * i;
-    const std::int64_t row = row0 + lr;
-    const bool ok = lr < p.block_rows && row < p.rows && c0 < p.cols;
-    const float* src = ok ? p.x + row * p.cols + c0 : p.x;
-    float4* dst = tile + i * Threads + threadIdx.x;
-    if (aligned) {
-      platform::copy_16_async(dst, src, ok);
-    } else {
-      float4 q;
-      q.x = ok ? src[0] : 0.f;
-      q.y = ok && c0 + 1 < p.cols ? src[1] : 0.f;
-      q.z = ok && c0 + 2 < p.cols ? src[2] : 0.f;
-      q.w = ok && c0 + 3 < p.cols ? src[3] : 0.f;
-      *dst = q;
+    for (int i = 0; i < R; ++i, src += step) platform::copy_16_async(tile + i * Threads + threadIdx.x, src, true);
+  } else {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const std::int64_t lr = rg + groups * i;
+      const std::int64_t row = row0 + lr;
+      const bool ok = lr < p.block_rows && row < p.rows && c0 < p.cols;
+      const float* src = ok ? p.x + row * p.cols + c0 : p.x;
+      float4* dst = tile + i * Threads + threadIdx.x;
+      if (aligned) {
+        platform::copy_16_async(dst, src, ok);
+      } else {
+        float4 q;
+        q.x = ok ? src[0] : 0.f;
+        q.y = ok && c0 + 1 < p.cols ? src[1] : 0.f;
+        q.z = ok && c0 + 2 < p.cols ? src[2] : 0.f;
+        q.w = ok && c0 + 3 < p.cols ? src[3] : 0.f;
+        *dst = q;
+      }
     }
   }
   platform::copy_commit();
@@ -825,6 +836,19 @@ __global__ void __launch_bounds__(Threads, MinBlocks) quantize_block2d_smem(para
   std::uint32_t scode = 0;
   const block_coder b = make_coder<quant_kind::m_block2d, quant_elem::m_e4m3>(p, amax, 1.f, 0.f, scode);
   if (threadIdx.x == 0) store_scale_code(p, br * p.nb_cols + bc, scode);
+  if (whole) {
+    std::uint8_t* dst = p.codes + (row0 + rg) * p.row_bytes + c0;
+    const std::int64_t step = groups * p.row_bytes;
+#pragma unroll 4
+    for (int i = 0; i < R; ++i, dst += step) {
+      const float4 q = tile[i * Threads + threadIdx.x];
+      const float v[4] = {q.x, q.y, q.z, q.w};
+      std::uint32_t c[4];
+      encode4<quant_kind::m_block2d, quant_elem::m_e4m3, true>(p, b, v, c);
+      *reinterpret_cast<std::uint32_t*>(dst) = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     const std::int64_t lr = rg + groups * i;
