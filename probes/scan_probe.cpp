@@ -120,6 +120,7 @@ struct row_source {
   const std::byte* data = nullptr;
   fast_input type = fast_input::m_f64;
   const fetch_fn* fetch = nullptr;
+  const std::function<void(std::size_t, std::size_t)>* release = nullptr;  // in-place data only
 };
 
 // What one band contributes; bands are combined in band order (scan_fused).
@@ -173,12 +174,19 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
   const int slots = max_threads();
   std::vector<std::vector<double>> bufs(src.data ? 0 : static_cast<std::size_t>(slots));
   std::vector<std::exception_ptr> errors(bands);
+  const std::size_t elem_bytes = src.type == fast_input::m_f64   ? 8
+                                 : src.type == fast_input::m_f32 ? 4
+                                                                 : 2;
+  // A band's bytes back to the kernel once a pass is done with them (in-place data only).
+  const auto release_band = [&](std::int64_t k) {
+    if (!src.data || !src.release || !*src.release) return;
+    const std::int64_t r0 = k * band, nr = std::min(band, rows - r0);
+    (*src.release)(static_cast<std::size_t>(r0 * cols) * elem_bytes, static_cast<std::size_t>(nr * cols) * elem_bytes);
+  };
   const auto band_data = [&](std::int64_t k, std::size_t t, const void*& data, fast_input& in) {
     const std::int64_t r0 = k * band, nr = std::min(band, rows - r0);
     if (src.data) {
-      data = src.data + static_cast<std::size_t>(r0 * cols) * (src.type == fast_input::m_f64   ? 8
-                                                              : src.type == fast_input::m_f32 ? 4
-                                                                                              : 2);
+      data = src.data + static_cast<std::size_t>(r0 * cols) * elem_bytes;
       in = src.type;
       return;
     }
@@ -199,6 +207,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
         const std::int64_t nr = std::min(band, rows - k * band);
         part[static_cast<std::size_t>(k)] =
             fast_quantizer::finite_amax(data, in, static_cast<std::size_t>(nr * cols));
+        release_band(k);
       } catch (...) {
         errors[static_cast<std::size_t>(k)] = std::current_exception();
       }
@@ -241,6 +250,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
         if (p.sums.max_err_at != at_before)
           p.max_err_block = blocks[static_cast<std::size_t>((p.sums.max_err_at % cols) / g.block_cols)];
       }
+      release_band(k);
     } catch (...) {
       p.error = std::current_exception();
     }
@@ -537,9 +547,11 @@ scan_scheme_result scan_tensor_scheme(const std::string& scheme, std::int64_t ro
 
 scan_scheme_result scan_tensor_scheme(const std::string& scheme, std::int64_t rows,
                                       std::int64_t cols, const std::byte* data, io::dtype type,
-                                      std::int64_t band_elements) {
+                                      std::int64_t band_elements,
+                                      const std::function<void(std::size_t, std::size_t)>& release) {
   row_source src;
   src.data = data;
+  src.release = &release;
   if (!in_place(type, src.type))
     throw_input_error("dtype", "cannot read " + std::string(io::name(type)) +
                                    " in place (f64, f32, bf16, f16)");
@@ -644,11 +656,17 @@ scan_report run_scan(const scan_options& o) {
       const auto end = static_cast<std::size_t>(v.bytes.data() + v.bytes.size() - base);
       v.owner->will_need(end, v.bytes.size());
     }
+    // A large tensor's bands go back as they are done (scan_options::release_above).
+    std::function<void(std::size_t, std::size_t)> release;
+    if (v.owner && v.bytes.size() > o.release_above) {
+      const auto at = static_cast<std::size_t>(v.bytes.data() - v.owner->bytes().data());
+      release = [&v, at](std::size_t first, std::size_t bytes) { v.owner->release_pages(at + first, bytes); };
+    }
     fast_input in{};
     const bool direct = in_place(v.dtype, in);
     for (const auto& s : o.schemes)
       t.results.push_back(direct ? scan_tensor_scheme(s, t.rows, t.cols, v.bytes.data(), v.dtype,
-                                                      o.band_elements)
+                                                      o.band_elements, release)
                                  : scan_tensor_scheme(s, t.rows, t.cols, fetch, o.band_elements));
     rep.source_bytes += static_cast<double>(v.bytes.size());
     rep.bytes_read += static_cast<double>(v.bytes.size());

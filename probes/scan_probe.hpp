@@ -27,6 +27,12 @@ struct scan_options {
   // bytes ahead of the tensor being scanned (src/io/prefetch.hpp), so disk reads overlap the
   // quantization; 0 turns it off. Never changes a result, only the speed.
   std::uint64_t prefetch_window = std::uint64_t{512} << 20;
+  // A tensor larger than this hands each band's pages of the memory map back to the kernel as
+  // soon as the band is done (madvise DONTNEED: the page cache keeps them, only this process's
+  // mapping drops them), so resident memory stays near this size plus the bands in flight
+  // instead of growing to the largest tensor (an embedding or lm_head of a few GiB). Smaller
+  // tensors are released whole when done. Never changes a result.
+  std::uint64_t release_above = std::uint64_t{256} << 20;
   // Called after each tensor with (tensors done, tensors selected, name).
   std::function<void(std::size_t, std::size_t, const std::string&)> progress;
 };
@@ -99,9 +105,12 @@ struct scan_report {
 // The same for elements stored in memory (a checkpoint's memory map), row-major, read in
 // place: f64, f32, bf16 and f16 (other dtypes: use the fetch form). Schemes the fused
 // quantizer covers (src/formats/fast_quantize.hpp) never decode a band to doubles.
-[[nodiscard]] scan_scheme_result scan_tensor_scheme(const std::string& scheme, std::int64_t rows,
-                                                    std::int64_t cols, const std::byte* data,
-                                                    io::dtype type, std::int64_t band_elements);
+// `release(first_byte, bytes)`, when given, is called for each band's bytes (relative to
+// `data`) once the pass that reads them is done.
+[[nodiscard]] scan_scheme_result scan_tensor_scheme(
+    const std::string& scheme, std::int64_t rows, std::int64_t cols, const std::byte* data,
+    io::dtype type, std::int64_t band_elements,
+    const std::function<void(std::size_t, std::size_t)>& release = {});
 
 // Throws numprobe::error (exit 2) on unreadable checkpoints, bad regexes, unknown schemes.
 [[nodiscard]] scan_report run_scan(const scan_options& o);
