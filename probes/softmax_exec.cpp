@@ -9,6 +9,7 @@
 #include "numprobe/core/error.hpp"
 #include "numprobe/io/npy.hpp"
 #include "src/providers/exec_provider_process.hpp"
+#include "src/providers/exec_provider_worker.hpp"
 
 namespace numprobe::probes {
 namespace {
@@ -22,26 +23,45 @@ std::string shape_text(const std::vector<std::uint64_t>& s) {
 class exec_softmax final : public softmax_kernel {
  public:
   explicit exec_softmax(const softmax_kernel_options& o) : m_opts(o) {
+    const std::string kind = o.backend.substr(0, o.backend.find(':'));
+    m_worker_mode = kind == "exec-worker" || o.exec_worker;
     m_command = o.backend.substr(o.backend.find(':') + 1);
     if (m_command.empty())
-      throw_input_error("--backend exec", "expected exec:CMD, e.g. exec:'python3 adapter.py {in}'");
-    m_argv = exec::split_command(m_command, "--backend exec");
+      throw_input_error("--backend " + kind,
+                        kind == "exec-worker"
+                            ? "expected exec-worker:CMD, e.g. exec-worker:'python3 examples/exec/worker.py numpy_softmax'"
+                            : "expected exec:CMD, e.g. exec:'python3 adapter.py {in}'");
+    m_argv = exec::split_command(m_command, "--backend " + kind);
     if (!(o.exec_timeout_s > 0)) throw_input_error("--exec-timeout", "must be a positive number of seconds");
     if (!o.faults.empty()) throw_input_error("--inject", "an exec backend has no injectable faults");
     if (!o.states.empty()) throw_input_error("--state", "an exec backend has no state dtypes");
     if (o.exp2) throw_input_error("--exp2", "an exec backend computes as it does; --exp2 does not apply");
+    if (m_worker_mode) {
+      m_session_dir = exec::make_temp_dir("numprobe-worker");
+      m_worker = std::make_unique<exec::worker_process>(m_argv, o.exec_timeout_s, m_session_dir + "/worker.log");
+    }
   }
 
-  std::string name() const override { return fmt::format("exec[{}]", m_command); }
+  ~exec_softmax() override {
+    m_worker.reset();  // QUIT before the log goes
+    if (!m_session_dir.empty() && !m_opts.keep_temp) exec::remove_tree(m_session_dir);
+  }
+  exec_softmax(const exec_softmax&) = delete;
+  exec_softmax& operator=(const exec_softmax&) = delete;
+
+  std::string name() const override {
+    return fmt::format("{}[{}]", m_worker_mode ? "exec-worker" : "exec", m_command);
+  }
   std::int64_t chunk() const override { return 0; }
 
   softmax_output run(const softmax_case& c, std::span<const double> logits,
                      std::span<const std::int64_t> rows) override {
     const std::string dir = exec::make_temp_dir("numprobe-softmax");
-    const std::string who = "exec backend, case " + c.id();
+    const std::string who = fmt::format("{} backend, case {}", m_worker_mode ? "exec-worker" : "exec", c.id());
     try {
       write_case(dir, c, logits, rows);
-      exec::run_case_command(m_argv, dir, m_opts.exec_timeout_s, who);
+      if (m_worker_mode) m_worker->run_case(dir, who);
+      else exec::run_case_command(m_argv, dir, m_opts.exec_timeout_s, who);
       auto out = read_outputs(dir, c, logits, rows, who);
       finish(dir);
       return out;
@@ -53,7 +73,10 @@ class exec_softmax final : public softmax_kernel {
   }
 
   nlohmann::json metadata() const override {
-    return {{"command", m_command}, {"timeout_s", m_opts.exec_timeout_s}, {"outputs", m_read}};
+    nlohmann::json j = {{"command", m_command}, {"timeout_s", m_opts.exec_timeout_s}, {"outputs", m_read},
+                        {"worker", m_worker_mode}};
+    if (m_worker) j["worker_starts"] = m_worker->starts();
+    return j;
   }
 
  private:
@@ -167,6 +190,9 @@ class exec_softmax final : public softmax_kernel {
   std::string m_command;
   std::vector<std::string> m_argv;
   std::string m_read;
+  bool m_worker_mode = false;
+  std::string m_session_dir;
+  std::unique_ptr<exec::worker_process> m_worker;
 };
 
 }  // namespace

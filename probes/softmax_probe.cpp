@@ -106,16 +106,19 @@ void update_max(double& m, double v) {
 }  // namespace
 
 std::unique_ptr<softmax_kernel> make_softmax_kernel(const softmax_kernel_options& o) {
+  if (o.exec_worker && o.backend.rfind("exec:", 0) != 0 && o.backend.rfind("exec-worker:", 0) != 0)
+    throw_input_error("--exec-worker", fmt::format("applies to an exec:CMD backend, not '{}'", o.backend));
   if (o.backend == "ref") {
     if (!o.faults.empty()) throw_input_error("--inject", "the ref backend has no faults; use --backend emu");
     return std::make_unique<ref_softmax>();
   }
   if (o.backend == "emu") return std::make_unique<emu_softmax>(o);
   if (o.backend == "cuda") return make_cuda_softmax_kernel(o);
-  if (o.backend.rfind("exec:", 0) == 0) return make_exec_softmax_kernel(o);
+  if (o.backend.rfind("exec:", 0) == 0 || o.backend.rfind("exec-worker:", 0) == 0)
+    return make_exec_softmax_kernel(o);
   if (o.backend == "hip")
     throw_backend_error("--backend " + o.backend, "no HIP softmax provider in this build");
-  throw_input_error("--backend", fmt::format("unknown softmax backend '{}' (available: ref|emu|cuda|exec:CMD)", o.backend));
+  throw_input_error("--backend", fmt::format("unknown softmax backend '{}' (available: ref|emu|cuda|exec:CMD|exec-worker:CMD)", o.backend));
 }
 
 softmax_errors compare_softmax(const softmax_output& cand, const softmax_output& ref, int topk) {

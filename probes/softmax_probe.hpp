@@ -38,6 +38,7 @@ struct softmax_kernel_options {
   bool exp2 = false;
   double exec_timeout_s = 60.0;  // exec:CMD (probes/softmax_exec.hpp)
   bool keep_temp = false;
+  bool exec_worker = false;  // exec:CMD is a worker process for the whole sweep (exec-worker:CMD)
 };
 
 // Throws an input error naming the flag (unknown backend, fault, state) or a backend error

@@ -7,6 +7,11 @@ The argument names an adapter module (a name importable from this folder or a pa
 file) exposing compute(case, q, k, v) -> (o, lse or None). Start-up (imports, CUDA context,
 compilation caches) is paid once.
 
+Other ops (case.json "op": "softmax", as in `numprobe softmax --backend exec-worker:'python3
+examples/exec/worker.py numpy_softmax'`): the adapter's main([name, directory, *extra]) runs
+the case as its one-shot form would, extra being the worker's arguments after the adapter
+(e.g. --probs-only); a non-zero return is an ERR.
+
 Protocol (lines over stdin/stdout, see src/providers/exec_provider_worker.hpp):
     worker -> numprobe   READY 1
     numprobe -> worker   RUN <dir>        inputs in <dir>; write o.npy [lse.npy] there
@@ -17,6 +22,7 @@ captures and quotes in its errors.
 """
 import importlib
 import importlib.util
+import json
 import os
 import sys
 import traceback
@@ -57,9 +63,18 @@ def main(argv):
             continue
         directory = line[4:]
         try:
-            case, q, k, v = numprobe_exec.load_case(directory)
-            o, lse = adapter.compute(case, q, k, v)
-            numprobe_exec.save_output(directory, o, lse)
+            with open(os.path.join(directory, "case.json")) as f:
+                op = json.load(f).get("op", "attention")
+            if op == "attention":
+                case, q, k, v = numprobe_exec.load_case(directory)
+                o, lse = adapter.compute(case, q, k, v)
+                numprobe_exec.save_output(directory, o, lse)
+            else:
+                if not hasattr(adapter, "main"):
+                    raise RuntimeError("the adapter has no main(argv) for op " + op)
+                rc = adapter.main([argv[1], directory] + argv[2:])
+                if rc:
+                    raise RuntimeError("the adapter's main returned %s for op %s" % (rc, op))
             say("OK")
         except Exception as e:  # one failed case must not end the sweep
             traceback.print_exc(file=sys.stderr)

@@ -18,6 +18,7 @@ struct softmax_flags {
   std::string backend = "emu";
   double exec_timeout = 60.0;  // exec:CMD
   bool keep = false;
+  bool exec_worker = false;
   std::string vocab = "128256";  // N, or A..B for a sweep
   std::int64_t rows = 4;
   std::int64_t chunk = 1024;
@@ -108,7 +109,8 @@ void print_sweep(const probes::softmax_sweep& s) {
 void setup_softmax(CLI::App& app) {
   auto f = std::make_shared<softmax_flags>();
   auto* sub = app.add_subcommand("softmax", "one long-row softmax/LSE case vs the reference (or a sweep over --vocab A..B)");
-  sub->add_option("--backend", f->backend, "ref|emu|cuda|exec:'CMD {in}' (examples/exec)")->capture_default_str();
+  sub->add_option("--backend", f->backend, "ref|emu|cuda|exec:'CMD {in}'|exec-worker:'CMD' (examples/exec)")->capture_default_str();
+  sub->add_flag("--exec-worker", f->exec_worker, "exec:CMD is a worker (one process per sweep, line protocol)");
   sub->add_option("--exec-timeout", f->exec_timeout, "exec:'CMD' backend: seconds per case")->capture_default_str();
   sub->add_flag("--keep", f->keep, "exec:'CMD' backend: keep each case's directory");
   sub->add_option("--vocab", f->vocab, "entries per row N, or A..B to sweep the row length")->capture_default_str();
@@ -153,6 +155,7 @@ void setup_softmax(CLI::App& app) {
     ko.faults = f->inject;
     ko.exp2 = f->exp2;
     ko.exec_timeout_s = f->exec_timeout;
+    ko.exec_worker = f->exec_worker;
     ko.keep_temp = f->keep;
     for (const auto& s : f->states) {
       const auto eq = s.find('=');

@@ -55,15 +55,8 @@ class exec_provider final : public attention_provider {
                                         c.id());
     try {
       exec::write_case_dir(dir, in);
-      if (m_worker_mode) {
-        try {
-          m_worker->run(dir);
-        } catch (const error& e) {
-          throw error(exit_code::m_backend, who, e.what());
-        }
-      } else {
-        run_command(dir, who);
-      }
+      if (m_worker_mode) m_worker->run_case(dir, who);
+      else run_command(dir, who);
       exec::output_read_options ro;
       ro.who = who;
       auto out = exec::read_attention_output(dir + "/o.npy", dir + "/lse.npy", c, rows, ro);

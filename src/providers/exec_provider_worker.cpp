@@ -136,6 +136,14 @@ std::string worker_process::read_line(const std::string& waiting_for) {
   }
 }
 
+void worker_process::run_case(const std::string& dir, const std::string& who) {
+  try {
+    run(dir);
+  } catch (const error& e) {
+    throw error(exit_code::m_backend, who, e.what());
+  }
+}
+
 void worker_process::run(const std::string& dir) {
   if (m_pid < 0) start();
   const std::string line = "RUN " + dir + "\n";

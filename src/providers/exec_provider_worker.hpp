@@ -33,6 +33,8 @@ class worker_process {
   // Sends RUN <dir> (starting the worker first if needed) and waits for the answer. Throws a
   // backend error naming the command, with the last lines of its stderr.
   void run(const std::string& dir);
+  // run(dir), its failure re-thrown as a backend error (exit 3) placed at `who` (the case).
+  void run_case(const std::string& dir, const std::string& who);
   // How many times a worker process was started (1 for a healthy sweep).
   [[nodiscard]] int starts() const { return m_starts; }
 

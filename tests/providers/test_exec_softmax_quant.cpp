@@ -103,6 +103,53 @@ TEST(exec_softmax, numpy_adapter_matches_the_reference) {
   EXPECT_EQ(count_entries(tmp.dir), 0u) << "case directories are removed";
 }
 
+// Worker mode: one Python process for every case of a sweep (worker_starts 1), with the same
+// outputs as the one-shot form of the same adapter (the same code computes them), and the
+// adapter's arguments passed through (--probs-only: the LSE is derived, so it differs).
+TEST(exec_softmax, worker_serves_every_case_with_one_process) {
+  if (!have_numpy()) GTEST_SKIP() << "python3 with numpy not available";
+  temp_scope tmp("softmax_worker");
+  const std::string worker = "exec-worker:'" + python() + "' '" + source_path("examples/exec/worker.py") + "' ";
+  probes::softmax_kernel_options ko;
+  ko.backend = worker + "numpy_softmax";
+  auto k = probes::make_softmax_kernel(ko);
+  EXPECT_EQ(k->name().rfind("exec-worker[", 0), 0u) << k->name();
+  probes::softmax_probe_options po;
+  po.end_to_end = false;
+  std::vector<softmax_case> cases = {small_softmax(), small_softmax(softmax_mask::m_padding),
+                                     small_softmax(softmax_mask::m_all)};
+  cases[1].vocab = 4097;
+  for (const auto& c : cases) {
+    const auto w = probes::run_softmax_point(*k, c, po);
+    const auto once = run_softmax_exec(script("examples/exec/numpy_softmax.py", "{in}"), c);
+    EXPECT_EQ(w.kernel.nan_count, 0) << c.id();
+    EXPECT_EQ(w.kernel.p_rel_rms, once.kernel.p_rel_rms) << c.id();
+    EXPECT_EQ(w.kernel.lse_max_abs, once.kernel.lse_max_abs) << c.id();
+    EXPECT_EQ(w.kernel.logp_max_abs, once.kernel.logp_max_abs) << c.id();
+  }
+  EXPECT_EQ(k->metadata().at("worker_starts"), 1) << k->metadata().dump();
+  ko.backend = worker + "numpy_softmax --probs-only";
+  auto kp = probes::make_softmax_kernel(ko);
+  const auto probs = probes::run_softmax_point(*kp, small_softmax(softmax_mask::m_padding), po);
+  EXPECT_GT(probs.kernel.lse_max_abs, 0.0) << "LSE derived from float32 p";
+  EXPECT_LE(probs.kernel.lse_max_abs, 0x1p-24 * 1.01);
+  // An adapter without main() for softmax: the case fails (exit 3), the worker stays up.
+  ko.backend = worker + "'" + source_path("tests/providers/adapters/attention_only_adapter.py") + "'";
+  auto bad = probes::make_softmax_kernel(ko);
+  try {
+    (void)probes::run_softmax_point(*bad, small_softmax(), po);
+    ADD_FAILURE() << "no error";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), exit_code::m_backend);
+    EXPECT_NE(std::string(e.what()).find("no main(argv) for op softmax"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+  k.reset();
+  kp.reset();
+  bad.reset();
+  EXPECT_EQ(count_entries(tmp.dir), 0u) << "case and session directories are removed";
+}
+
 TEST(exec_softmax, fully_masked_rows_and_probabilities_only) {
   if (!have_numpy()) GTEST_SKIP() << "python3 with numpy not available";
   temp_scope tmp("softmax_masked");
