@@ -116,11 +116,16 @@ std::uint16_t encode16(formats::format_id id, double x) {
 // representable in it, or poisoned (NaN) for an output; read back as doubles.
 class host_tensor {
  public:
+  // Element by element, on all cores for long-context cases (each element is its own bytes).
   host_tensor(int dtype, std::span<const double> x) : m_dtype(dtype), m_bytes(x.size() * dtype_bytes(dtype)) {
-    for (std::size_t i = 0; i < x.size(); ++i) set(i, x[i]);
+    const auto n = static_cast<std::int64_t>(x.size());
+#pragma omp parallel for schedule(static) if (n > k_parallel_min)
+    for (std::int64_t i = 0; i < n; ++i) set(static_cast<std::size_t>(i), x[static_cast<std::size_t>(i)]);
   }
   host_tensor(int dtype, std::size_t n) : m_dtype(dtype), m_bytes(n * dtype_bytes(dtype)) {
-    for (std::size_t i = 0; i < n; ++i) set(i, std::nan(""));
+    const auto m = static_cast<std::int64_t>(n);
+#pragma omp parallel for schedule(static) if (m > k_parallel_min)
+    for (std::int64_t i = 0; i < m; ++i) set(static_cast<std::size_t>(i), std::nan(""));
   }
   [[nodiscard]] void* data() { return m_bytes.data(); }
   [[nodiscard]] std::size_t bytes() const { return m_bytes.size(); }
@@ -134,6 +139,7 @@ class host_tensor {
   }
 
  private:
+  static constexpr std::int64_t k_parallel_min = std::int64_t{1} << 16;
   template <class U>
   U load(std::size_t i) const {
     U u;
@@ -502,7 +508,10 @@ class plugin_provider final : public attention_provider {
     attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, c.head_dim);
     const auto row_elems = static_cast<std::size_t>(c.heads * c.head_dim);
     const auto hq = static_cast<std::size_t>(c.heads);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto nrows = static_cast<std::int64_t>(rows.size());
+#pragma omp parallel for schedule(static) if (nrows * static_cast<std::int64_t>(row_elems) > (std::int64_t{1} << 16))
+    for (std::int64_t ii = 0; ii < nrows; ++ii) {
+      const auto i = static_cast<std::size_t>(ii);
       const auto r = static_cast<std::size_t>(rows[i]);
       for (std::size_t e = 0; e < row_elems; ++e) out.o[i * row_elems + e] = oh.at(r * row_elems + e);
       if (want_lse)
