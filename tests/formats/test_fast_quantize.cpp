@@ -117,6 +117,20 @@ fused_result run_fused(const nf::scheme_config& c, const typed_input& in, std::i
   return r;
 }
 
+// Exact equality of a block's position, amax and argmax, scale and counts (the fused path must
+// reproduce quantize() bit for bit).
+void expect_same_block(const nf::block_stats& a, const nf::block_stats& b) {
+  ASSERT_EQ(a.row0, b.row0);
+  ASSERT_EQ(a.col0, b.col0);
+  ASSERT_EQ(a.amax, b.amax);
+  ASSERT_EQ(a.argmax, b.argmax);
+  ASSERT_EQ(a.scale, b.scale);
+  ASSERT_EQ(a.scale_code, b.scale_code);
+  ASSERT_EQ(a.flushed, b.flushed);
+  ASSERT_EQ(a.clipped, b.clipped);
+  ASSERT_EQ(a.scale_underflow, b.scale_underflow);
+}
+
 void check(const std::string& label, const nf::scheme_config& c, const typed_input& in,
            std::int64_t rows, std::int64_t cols) {
   SCOPED_TRACE(label);
@@ -128,18 +142,10 @@ void check(const std::string& label, const nf::scheme_config& c, const typed_inp
     const auto& a = f.blocks[k];
     const auto& b = q.blocks[k];
     SCOPED_TRACE("block " + std::to_string(k));
-    ASSERT_EQ(a.row0, b.row0);
-    ASSERT_EQ(a.col0, b.col0);
+    ASSERT_NO_FATAL_FAILURE(expect_same_block(a, b));
     ASSERT_EQ(a.rows, b.rows);
     ASSERT_EQ(a.cols, b.cols);
-    ASSERT_EQ(a.amax, b.amax);
-    ASSERT_EQ(a.argmax, b.argmax);
-    ASSERT_EQ(a.scale, b.scale);
-    ASSERT_EQ(a.scale_code, b.scale_code);
-    ASSERT_EQ(a.flushed, b.flushed);
-    ASSERT_EQ(a.clipped, b.clipped);
     ASSERT_EQ(a.nonfinite, b.nonfinite);
-    ASSERT_EQ(a.scale_underflow, b.scale_underflow);
   }
   // Dequantized values, element by element, through the scalar entry point.
   nd::fast_quantizer fq(c);
@@ -239,7 +245,7 @@ TEST(fast_quantize, equals_quantize_for_every_covered_scheme) {
   // 130 x 203: partial 128-row and 128-col blocks, partial groups of 16/32 and vector lanes
   // (the general path); 40 x 256: whole row blocks (the unmasked row path), except the rows
   // holding NaN/inf, which take the general path.
-  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 203}, {40, 256}}) {
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 203}, {40, 256}}) {
     const auto x = make_input(21, rows * cols, true);
     for (const auto& [name, c] : covered_configs())
       for (auto type : {nd::fast_input::m_f64, nd::fast_input::m_f32, nd::fast_input::m_bf16,
@@ -280,7 +286,7 @@ TEST(fast_quantize, all_zero_and_all_nonfinite_tensors) {
 // the summary and a moved max_err_at point to must equal quantize()'s; the sums must equal
 // those of the call without a summary, bit for bit.
 TEST(fast_quantize, strip_summary_equals_the_rules_over_quantize_blocks) {
-  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 203}, {40, 256}}) {
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 203}, {40, 256}}) {
     auto x = make_input(33, rows * cols, true);
     // Rows 2 and 3 repeat one 16-element pattern (an outlier and small values that flush), so
     // many flush blocks tie on both flush count and amax: the first must win.
@@ -336,15 +342,7 @@ TEST(fast_quantize, strip_summary_equals_the_rules_over_quantize_blocks) {
           for (const auto j : shown) {
             const auto& a = blocks[static_cast<std::size_t>(j)];
             const auto& b = q.blocks[static_cast<std::size_t>(br * g.grid_cols + j)];
-            ASSERT_EQ(a.row0, b.row0);
-            ASSERT_EQ(a.col0, b.col0);
-            ASSERT_EQ(a.amax, b.amax);
-            ASSERT_EQ(a.argmax, b.argmax);
-            ASSERT_EQ(a.scale, b.scale);
-            ASSERT_EQ(a.scale_code, b.scale_code);
-            ASSERT_EQ(a.flushed, b.flushed);
-            ASSERT_EQ(a.clipped, b.clipped);
-            ASSERT_EQ(a.scale_underflow, b.scale_underflow);
+            ASSERT_NO_FATAL_FAILURE(expect_same_block(a, b));
           }
         }
         EXPECT_EQ(std::bit_cast<std::uint64_t>(sums.sum_sq), std::bit_cast<std::uint64_t>(plain.sums.sum_sq));

@@ -160,6 +160,42 @@ __device__ __forceinline__ void store_codes4(const params& p, std::int64_t row, 
   }
 }
 
+// The 16 codes of one lane's run starting at `dst` (the run's first byte: packed nibbles for
+// 4-bit elements, bytes for e4m3), of which the first `nvalid` are inside the row: one 8- or
+// 16-byte store when the whole run is valid and aligned (`vec`), byte stores otherwise (odd
+// tails pad the high nibble with 0: NUMERICS.md, packing).
+template <quant_elem E>
+__device__ __forceinline__ void store_codes16(std::uint8_t* dst, const std::uint32_t (&c)[16], bool vec,
+                                              int nvalid) {
+  if constexpr (E != quant_elem::m_e4m3) {
+    if (vec) {
+      uint2 wv;
+      wv.x = c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12) | (c[4] << 16) | (c[5] << 20) |
+             (c[6] << 24) | (c[7] << 28);
+      wv.y = c[8] | (c[9] << 4) | (c[10] << 8) | (c[11] << 12) | (c[12] << 16) | (c[13] << 20) |
+             (c[14] << 24) | (c[15] << 28);
+      *reinterpret_cast<uint2*>(dst) = wv;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 16; j += 2)
+        if (j < nvalid) dst[j / 2] = static_cast<std::uint8_t>(c[j] | (j + 1 < nvalid ? c[j + 1] << 4 : 0u));
+    }
+  } else {
+    if (vec) {
+      uint4 wv;
+      wv.x = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
+      wv.y = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24);
+      wv.z = c[8] | (c[9] << 8) | (c[10] << 16) | (c[11] << 24);
+      wv.w = c[12] | (c[13] << 8) | (c[14] << 16) | (c[15] << 24);
+      *reinterpret_cast<uint4*>(dst) = wv;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+        if (j < nvalid) dst[j] = static_cast<std::uint8_t>(c[j]);
+    }
+  }
+}
+
 // Reduction over the L lanes of one block (aligned groups of L within the warp).
 template <int L>
 __device__ __forceinline__ float group_max(float v) {
@@ -392,37 +428,9 @@ __global__ void __launch_bounds__(256, 4) quantize_rows(params p) {
       }
     }
     if (!active || c0 >= p.cols) continue;
-    if constexpr (E != quant_elem::m_e4m3) {
-      std::uint8_t* dst = p.codes + row * p.row_bytes + c0 / 2;
-      if (vec_store) {
-        uint2 wv;
-        wv.x = c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12) | (c[4] << 16) | (c[5] << 20) |
-               (c[6] << 24) | (c[7] << 28);
-        wv.y = c[8] | (c[9] << 4) | (c[10] << 8) | (c[11] << 12) | (c[12] << 16) | (c[13] << 20) |
-               (c[14] << 24) | (c[15] << 28);
-        *reinterpret_cast<uint2*>(dst) = wv;
-      } else {
-        // Odd tails pad the high nibble with 0 (NUMERICS.md, packing).
-#pragma unroll
-        for (int j = 0; j < V; j += 2)
-          if (c0 + j < p.cols)
-            dst[j / 2] = static_cast<std::uint8_t>(c[j] | (c0 + j + 1 < p.cols ? c[j + 1] << 4 : 0u));
-      }
-    } else {
-      std::uint8_t* dst = p.codes + row * p.row_bytes + c0;
-      if (vec_store) {
-        uint4 wv;
-        wv.x = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
-        wv.y = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24);
-        wv.z = c[8] | (c[9] << 8) | (c[10] << 16) | (c[11] << 24);
-        wv.w = c[12] | (c[13] << 8) | (c[14] << 16) | (c[15] << 24);
-        *reinterpret_cast<uint4*>(dst) = wv;
-      } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          if (c0 + j < p.cols) dst[j] = static_cast<std::uint8_t>(c[j]);
-      }
-    }
+    const std::int64_t left = p.cols - c0;
+    store_codes16<E>(p.codes + row * p.row_bytes + (E != quant_elem::m_e4m3 ? c0 / 2 : c0), c, vec_store,
+                     static_cast<int>(left < V ? left : V));
   }
 }
 
@@ -653,36 +661,7 @@ __device__ __forceinline__ void code_lane(const params& p, const float (&v)[16],
   }
   if (!g.active || g.nvalid <= 0) return;
   const bool vec_store = (p.cols & 15) == 0 && g.nvalid == V;
-  std::uint8_t* dst = p.codes + g.code_off;
-  if constexpr (E != quant_elem::m_e4m3) {
-    if (vec_store) {
-      uint2 wv;
-      wv.x = c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12) | (c[4] << 16) | (c[5] << 20) |
-             (c[6] << 24) | (c[7] << 28);
-      wv.y = c[8] | (c[9] << 4) | (c[10] << 8) | (c[11] << 12) | (c[12] << 16) | (c[13] << 20) |
-             (c[14] << 24) | (c[15] << 28);
-      *reinterpret_cast<uint2*>(dst) = wv;
-    } else {
-      // Odd tails pad the high nibble with 0 (NUMERICS.md, packing).
-#pragma unroll
-      for (int j = 0; j < V; j += 2)
-        if (j < g.nvalid)
-          dst[j / 2] = static_cast<std::uint8_t>(c[j] | (j + 1 < g.nvalid ? c[j + 1] << 4 : 0u));
-    }
-  } else {
-    if (vec_store) {
-      uint4 wv;
-      wv.x = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
-      wv.y = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24);
-      wv.z = c[8] | (c[9] << 8) | (c[10] << 16) | (c[11] << 24);
-      wv.w = c[12] | (c[13] << 8) | (c[14] << 16) | (c[15] << 24);
-      *reinterpret_cast<uint4*>(dst) = wv;
-    } else {
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        if (j < g.nvalid) dst[j] = static_cast<std::uint8_t>(c[j]);
-    }
-  }
+  store_codes16<E>(p.codes + g.code_off, c, vec_store, g.nvalid);
 }
 
 // Where lane `warp_lane` of warp step w of a row kernel works (16 L elements per block, L lanes
