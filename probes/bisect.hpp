@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "probes/audit.hpp"
 #include "probes/bisect_classify.hpp"
 #include "probes/bisect_decode.hpp"
 #include "probes/bisect_fp8.hpp"
@@ -31,6 +32,7 @@ struct bisect_result {
   std::vector<std::string> bounds;
   bool failure_found = false;
   length_result length;
+  tile_inference inferred_tile;  // opaque kernels: the key tile inferred for the boundary step
   std::int64_t discrimination_length = 0;
   family_evidence families;
   precision_result precision;
@@ -38,6 +40,10 @@ struct bisect_result {
   fp8_points_result fp8;
   decode_checks decode;   // split-KV decode cases: single split, split/page sweeps  // fp8 cases: which quantization point breaks the bound
   std::vector<class_finding> classes;
+  // A case that passes at every length: the audit's class sweep (probe against control per
+  // class); a failing class is then the classification, and bisect exits 1.
+  bool family_sweep_ran = false;
+  std::vector<audit_class> family_sweep;
   std::string classification = "no failure";
   std::vector<std::string> candidates;  // supported classes
   std::vector<bisect_step> trace;

@@ -117,15 +117,24 @@ length_result bisect_length(bisect_context& ctx, const attention_case& base, std
   }
   const std::int64_t ff = r.first_failing;
 
-  // 4. Tile boundaries around it. B from the kernel, else tried from 16/32/64/128.
+  // 4. Tile boundaries around it. B from the kernel, else inferred from cheap cases (issue 14:
+  // a kernel with key tile 96 must not be read against B=16), else the common tile sizes tried
+  // smallest first (a tail pattern at B also holds at 2B, never at B/2).
   const tile_shape kt = ctx.tiles();
   std::vector<std::int64_t> candidates;
   if (kt.known()) {
     candidates = {kt.k};
     r.tile_source = ctx.base_provider().tile ? "--tile" : "kernel";
   } else {
-    candidates = {16, 32, 64, 128};
-    r.tile_source = "inferred";
+    auto prov = make_attention_provider(ctx.base_provider());
+    r.inferred = infer_tile(*prov, base);
+    if (r.inferred.known()) {
+      candidates = {r.inferred.k};
+      r.tile_source = "inferred";
+    } else {
+      candidates = {16, 32, 48, 64, 80, 96, 112, 128, 192, 256};
+      r.tile_source = "tried";
+    }
   }
   for (std::int64_t b : candidates) {
     // k around the first failure, and two larger multiples so one threshold crossing cannot

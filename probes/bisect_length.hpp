@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "probes/bisect_trace.hpp"
+#include "probes/tile_inference.hpp"
 
 namespace numprobe::probes {
 
@@ -23,7 +24,8 @@ struct length_result {
   std::int64_t last_passing = 0;    // the passing length just below it (0: the lowest failed)
   bool fails_at_lowest = false;     // the lowest length tried already fails
   std::int64_t tile = 0;            // B used for the boundary analysis
-  std::string tile_source;          // "kernel", "--tile", "inferred", "none"
+  std::string tile_source;          // "kernel", "--tile", "inferred", "tried" (common tiles), "none"
+  tile_inference inferred;          // opaque kernels: the inference that chose B (or "unknown")
   bool tile_aligned = false;        // failures follow k*B (or k*B+-1) consistently
   std::string tile_pattern = "none";  // non-multiples | multiples | not-aligned | none
   bool power_of_two_step = false;   // error steps up at 2^n or 2^n+1 and stays failing

@@ -151,6 +151,8 @@ nlohmann::json to_json(const bisect_result& r, bool with_seconds) {
   j["tile_aligned"] = L.tile_aligned;
   j["tile"] = {{"B", L.tile}, {"source", L.tile_source}, {"pattern", L.tile_pattern}};
   j["power_of_two_step"] = L.power_of_two_step;
+  j["inferred_tile"] = to_json(r.inferred_tile);
+  if (!with_seconds) j["inferred_tile"].erase("seconds");
   j["discrimination_length"] = r.discrimination_length;
   nlohmann::json classes = nlohmann::json::array();
   for (const auto& c : r.classes)
@@ -199,6 +201,7 @@ std::string to_markdown(const bisect_result& r) {
                                         : fmt::format(" (passes at {})", L.last_passing));
     md += fmt::format("- tile aligned: {} (B={}, {}, pattern {})\n", L.tile_aligned ? "yes" : "no", L.tile,
                       L.tile_source, L.tile_pattern);
+    if (r.inferred_tile.ran) md += fmt::format("- inferred tile: {}\n", tile_text(r.inferred_tile));
   }
   md += fmt::format("- {} steps in {:.1f} s ({:.2f} s per step)\n\n", r.trace.size(), r.seconds,
                     r.trace.empty() ? 0.0 : r.seconds / static_cast<double>(r.trace.size()));

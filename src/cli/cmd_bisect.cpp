@@ -1,6 +1,7 @@
 // `numprobe bisect`: localize an accuracy failure by length, classify it with targeted input
 // families, and name the state held in the wrong precision (emu). Prints a re-runnable trace.
 #include <fmt/format.h>
+#include <algorithm>
 #include <memory>
 
 #include "numprobe/core/error.hpp"
@@ -15,7 +16,11 @@ namespace {
 
 std::pair<std::int64_t, std::int64_t> parse_seq_range(const std::string& s) {
   const auto dots = s.find("..");
-  if (dots == std::string::npos) throw_input_error("--seq", fmt::format("expected A..B, got '{}'", s));
+  // `--seq N` means up to N: from the default start (64), or from N itself when N is shorter.
+  if (dots == std::string::npos) {
+    const auto hi = parse_positive(s, "--seq");
+    return {std::min<std::int64_t>(64, hi), hi};
+  }
   const auto lo = parse_positive(s.substr(0, dots), "--seq");
   const auto hi = parse_positive(s.substr(dots + 2), "--seq");
   if (hi < lo) throw_input_error("--seq", fmt::format("need A <= B, got {}", s));
@@ -40,6 +45,7 @@ void print_bisect(const probes::bisect_result& r) {
                                  : fmt::format(" (passes at {})", L.last_passing));
     fmt::print("tile aligned       {} (B={} from {}, pattern {})\n", L.tile_aligned ? "yes" : "no", L.tile,
                L.tile_source, L.tile_pattern);
+    if (r.inferred_tile.ran) fmt::print("inferred tile      {}\n", probes::tile_text(r.inferred_tile));
     for (const auto& c : r.classes) {
       if (c.verdict == "not tested") continue;
       fmt::print("{:<8} {}\n", c.verdict == "supported" ? "[yes]" : "[no]", c.name);
@@ -97,7 +103,7 @@ void setup_bisect(CLI::App& app) {
   auto md = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("bisect", "localize a failure: by length, input family, state precision");
   flags->seq = "64..16384";
-  add_case_flags(sub, *flags, "key lengths A..B to bisect");
+  add_case_flags(sub, *flags, "key lengths A..B to bisect, or N: up to N");
   sub->add_option("--md", *md, "write a Markdown report to PATH");
   sub->callback([flags, md] {
     const auto& f = *flags;

@@ -22,6 +22,15 @@ class emu_provider final : public attention_provider {
       m_cfg.tile_k = o.tile->k;
     }
     for (const auto& f : o.faults) m_cfg.faults.push_back(emu::parse_fault(f));
+    // `--backend emu:opaque` (or the knob `opaque`): the emulator runs with its tile but hides
+    // it, as an exec or plugin kernel does, so tile inference and the defaults for opaque
+    // kernels can be tested against a kernel whose true tile is known.
+    if (const auto colon = o.backend.find(':'); colon != std::string::npos) {
+      if (o.backend.substr(colon + 1) != "opaque")
+        throw_input_error("--backend", fmt::format("'{}': the emu backend takes only emu:opaque", o.backend));
+      m_opaque = true;
+    }
+    m_opaque = m_opaque || o.knobs.count("opaque") > 0;
     apply_serving_knobs(o.knobs);
     // Validate --state names and dtypes now, so a typo fails before any work is done.
     auto probe_states = m_cfg.states;
@@ -29,12 +38,16 @@ class emu_provider final : public attention_provider {
       emu::set_state(probe_states, name, formats::parse_format(dtype, "--state " + name));
   }
   std::string name() const override {
+    if (m_opaque) return "emu:opaque";  // the tile would show in the description
     if (!m_decode) return m_cfg.describe(m_input);
     emu::decode_config d = m_dcfg;
     d.states = m_cfg.states;
     return d.describe(m_input);
   }
-  tile_shape tiles() const override { return {m_cfg.tile_q, m_cfg.tile_k}; }
+  tile_shape tiles() const override {
+    if (m_opaque) return {0, 0};
+    return {m_cfg.tile_q, m_cfg.tile_k};
+  }
   attention_output run(const attention_inputs& in, std::span<const std::int64_t> rows) override {
     // State defaults follow the case's input dtype; explicit --state flags override them.
     m_input = in.c().dtype;
@@ -52,13 +65,15 @@ class emu_provider final : public attention_provider {
     return emu::flash_forward(in, cfg, rows);
   }
   nlohmann::json metadata() const override {
+    if (m_opaque) return {{"opaque", true}};
     nlohmann::json states = nlohmann::json::object();
     for (auto n : emu::state_names())
       states[std::string(n)] = std::string(formats::name(emu::get_state(m_cfg.states, n)));
     std::vector<std::string> faults;
     for (auto f : m_cfg.faults) faults.emplace_back(emu::to_string(f));
     nlohmann::json j = {{"tile_q", m_cfg.tile_q}, {"tile_k", m_cfg.tile_k}, {"states", states},
-                        {"exp", m_cfg.exp2 ? "exp2 with log2(e) prescale" : "exp"}, {"faults", faults}};
+                        {"exp", m_cfg.exp2 ? "exp2 with log2(e) prescale" : "exp"}, {"faults", faults},
+                        {"wavefront", {{"width", m_cfg.wavefront_width}, {"reduction_width", m_cfg.reduction_width()}}}};
     if (m_decode)
       j["decode"] = {{"splits", m_dcfg.splits}, {"split_size", m_dcfg.split_size},
                      {"page_size", m_dcfg.page_size}, {"tile_k", m_dcfg.tile_k}};
@@ -87,7 +102,7 @@ class emu_provider final : public attention_provider {
     for (const auto& [k, v] : knobs)
       if (k != "decode" && k != "splits" && k != "split-size" && k != "page-size" && k != "kv-format" &&
           k != "kv-scale" && k != "p-format" && k != "p-prescale" && k != "acc-promote" &&
-          k != "force-rescale")
+          k != "force-rescale" && k != "opaque")
         throw_input_error("--" + k, "not a knob of the emu backend");
     m_decode = knobs.count("decode") > 0;
     m_cfg.force_rescale = knobs.count("force-rescale") > 0;
@@ -129,7 +144,7 @@ class emu_provider final : public attention_provider {
     // Faults that need their mechanism switched on name the missing flag.
     for (auto f : m_cfg.faults) {
       const bool decode_only = f == emu::fault::m_merge_nan_empty || f == emu::fault::m_lse_base2_merge ||
-                               f == emu::fault::m_split_tail_drop;
+                               f == emu::fault::m_split_tail_drop || f == emu::fault::m_empty_split_nan;
       if (decode_only && !m_decode)
         throw_input_error("--inject", fmt::format("fault '{}' needs --decode", emu::to_string(f)));
       if (m_decode && !emu::decode_fault_supported(f))
@@ -144,6 +159,7 @@ class emu_provider final : public attention_provider {
   }
 
   provider_options m_opts;
+  bool m_opaque = false;  // tiles() reports {0, 0}; the kernel still runs with its tile
   bool m_decode = false;
   emu::decode_config m_dcfg;
   emu::flash_config m_cfg;
