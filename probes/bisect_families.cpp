@@ -40,6 +40,8 @@ attention_case as_ranges(const attention_case& c) {
   return r;
 }
 
+// Least-squares slope of log(y) on log(x) over the finite positive points (0 with fewer than 2):
+// the bisect evidence, not a verdict (drift's growth verdict is metrics::fit_growth).
 double slope_loglog(const std::vector<std::int64_t>& x, const std::vector<double>& y) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   int n = 0;
@@ -110,11 +112,17 @@ family_evidence run_families(bisect_context& ctx, const attention_case& base, st
                              po, fmt::format("dist=diffuse, mask=none, S={} (growth)", s));
       e.diffuse_lengths.push_back(s);
       e.diffuse_errors.push_back(o.rel_rms);
+      e.diffuse_ratios.push_back(o.ratio);
     }
     e.diffuse_lengths.push_back(length);
     e.diffuse_errors.push_back(e.diffuse.rel_rms);
+    e.diffuse_ratios.push_back(e.diffuse.ratio);
     e.diffuse_slope = slope_loglog(e.diffuse_lengths, e.diffuse_errors);
-    ctx.trace().back().decision += fmt::format("; rel_rms slope vs S {:.2f}", e.diffuse_slope);
+    // rel_rms of diffuse rows can fall with S while the kernel falls behind the naive baseline
+    // (issue 14: l held in bf16): the ratio's slope is the length trend with the inputs divided out.
+    e.diffuse_ratio_slope = slope_loglog(e.diffuse_lengths, e.diffuse_ratios);
+    ctx.trace().back().decision += fmt::format("; rel_rms slope vs S {:.2f}, ratio_to_naive slope {:.2f}",
+                                               e.diffuse_slope, e.diffuse_ratio_slope);
   }
 
   // GQA mapping: a distinct constant V per KV head, with group size 2 and 1.

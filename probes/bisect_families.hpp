@@ -68,6 +68,8 @@ struct family_evidence {
   std::vector<std::int64_t> diffuse_lengths;
   std::vector<double> diffuse_errors;  // rel_rms vs length when diffuse fails
   double diffuse_slope = 0.0;          // d log(rel_rms) / d log(S)
+  std::vector<double> diffuse_ratios;  // ratio_to_naive at the same lengths
+  double diffuse_ratio_slope = 0.0;    // d log(ratio_to_naive) / d log(S): the dimensionless error
   probe_outcome constant_v_grouped, constant_v_ungrouped;
   std::vector<shift_probe> shifts;
   std::vector<mask_pair> masks;  // T != S both alignments, window edges

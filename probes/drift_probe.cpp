@@ -74,7 +74,7 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
   r.provider = provider.name();
   r.tiles = provider.tiles();
   for (const auto& b : opts.bounds) {
-    if (b.metric == "growth.slope") continue;
+    if (metrics::is_growth_metric(b.metric)) continue;
     attention_point probe_point;
     if (!probe_point.metric(b.metric) && b.metric.rfind("e2e.", 0) != 0)
       throw_input_error("--bound", fmt::format("unknown metric '{}' for drift", b.metric));
@@ -89,7 +89,7 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
   if (!provider.computes_row_subsets()) all_inputs.materialize_q();
   attention_probe_options probe = opts.probe;
   probe.prefix_source = &all_inputs;
-  std::vector<double> xs, ys;
+  std::vector<double> xs, ys, rs;  // key tiles; rel_rms; ratio_to_naive (the dimensionless error)
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     attention_case c = opts.base;
     c.seq = lengths[i];
@@ -107,18 +107,20 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
     if (p.kernel.nan_count > 0 || p.kernel.inf_count > 0) ++r.nan_points;
     xs.push_back(key_tiles(c.seq, r.tiles.known() ? r.tiles.k : 64));
     ys.push_back(p.kernel.rel_rms);
+    rs.push_back(p.ratio_to_naive);
     for (const auto& b : opts.bounds) {
-      if (b.metric == "growth.slope") continue;
+      if (metrics::is_growth_metric(b.metric)) continue;
       const auto m = p.metric(b.metric);
       if (m && !b.holds(*m)) r.breaches.push_back({c.seq, b.text(), *m});
     }
     r.points.push_back(std::move(p));
     if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
   }
-  r.growth = metrics::fit_growth(xs, ys);
+  r.growth = metrics::fit_growth(xs, ys, rs);
+  // A growth bound on an insufficient fit (fewer than 3 usable points) measures NaN and fails.
   for (const auto& b : opts.bounds)
-    if (b.metric == "growth.slope" && !b.holds(r.growth.slope))
-      r.breaches.push_back({0, b.text(), r.growth.slope});
+    if (const auto m = metrics::growth_metric(r.growth, b.metric); m && !b.holds(*m))
+      r.breaches.push_back({0, b.text(), *m});
   r.gated_breach = !r.breaches.empty() || r.nan_points > 0;
 
   // Tile pattern of the breaching points (growth breaches carry seq 0 and are not placed).
@@ -189,7 +191,7 @@ drift_result run_drift_decode_sweep(const provider_options& po, const std::vecto
         all.growth = r.growth;
         all.tile_pattern = r.tile_pattern;
       } else {
-        if (r.growth.slope > all.growth.slope) all.growth = r.growth;
+        if (metrics::more_severe(r.growth, all.growth)) all.growth = r.growth;
         if (r.tile_pattern != all.tile_pattern) {
           // "none" next to a pattern keeps the pattern (the other series simply did not fail).
           if (all.tile_pattern == "none") all.tile_pattern = r.tile_pattern;
@@ -267,6 +269,21 @@ nlohmann::json to_json(const drift_result& r) {
             {"intercept", json_number(r.growth.intercept)},
             {"points", r.growth.points},
             {"threshold", metrics::k_growth_slope_threshold},
+            {"slope_verdict", r.growth.error.verdict},
+            {"range_growth", json_number(r.growth.error.range_growth)},
+            {"ratio_slope", json_number(r.growth.ratio.slope)},
+            {"ratio_slope_stderr", json_number(r.growth.ratio.slope_stderr)},
+            {"ratio_intercept", json_number(r.growth.ratio.intercept)},
+            {"ratio_points", r.growth.ratio.points},
+            {"ratio_threshold", metrics::k_growth_ratio_slope_threshold},
+            {"ratio_verdict", r.growth.ratio.verdict},
+            {"ratio_range_growth", json_number(r.growth.ratio.range_growth)},
+            {"ratio_at_max", json_number(r.growth.ratio.fitted_at_max)},
+            {"ratio_y", "ratio_to_naive"},
+            {"k_stderr", metrics::k_growth_k_stderr},
+            {"min_range_growth", metrics::k_growth_min_range_growth},
+            {"min_points", metrics::k_growth_min_points},
+            {"rule", metrics::growth_rule_text(true)},
             {"x", "key tiles"},
             {"y", "rel_rms"},
             {"verdict", r.growth.verdict}}},

@@ -77,8 +77,17 @@ void print_drift(const probes::drift_result& r, const std::vector<bound>& bounds
               s.pass ? "pass" : "FAIL"});
     st.print();
   }
-  fmt::print("\ngrowth    slope {} +- {} (log rel_rms vs log key tiles, {} points)  verdict: {}\n",
-             fixed3(r.growth.slope), fixed3(r.growth.slope_stderr), r.growth.points, r.growth.verdict);
+  // Both fits, then the verdict; an insufficient fit (under 3 usable points) prints "n/a".
+  auto slope_text = [](const metrics::loglog_fit& f) {
+    return f.verdict == "insufficient" ? std::string("n/a")
+                                       : fmt::format("{} +- {}", fixed3(f.slope), fixed3(f.slope_stderr));
+  };
+  fmt::print("\ngrowth    slope {} (log rel_rms vs log key tiles, {} points), ratio slope {} (log ratio_to_naive, "
+             "{} points)  verdict: {}\n",
+             slope_text(r.growth.error), r.growth.error.points, slope_text(r.growth.ratio), r.growth.ratio.points,
+             r.growth.verdict);
+  if (r.growth.verdict == "insufficient")
+    fmt::print("          (a growth verdict needs {} usable points; growth bounds fail)\n", metrics::k_growth_min_points);
   if (r.nan_points) fmt::print("NaN/Inf   {} points hold NaN or Inf in the output\n", r.nan_points);
   for (const auto& e : r.point_errors)  // backend failures: the sweep went on without them
     fmt::print("ERROR     seq {}: {}\n", e.seq, e.message);

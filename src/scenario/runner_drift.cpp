@@ -34,6 +34,8 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
   out.case_id = o.base.id();
   out.metrics.push_back({"growth.slope", r.growth.slope, "", "fixed"});
   out.metrics.push_back({"growth.slope_stderr", r.growth.slope_stderr, "", "fixed"});
+  out.metrics.push_back({"growth.ratio_slope", r.growth.ratio.slope, "", "fixed"});
+  out.metrics.push_back({"growth.ratio_slope_stderr", r.growth.ratio.slope_stderr, "", "fixed"});
   out.metrics.push_back({"points", static_cast<double>(r.points.size()), "", "int"});
   out.metrics.push_back({"nan_points", static_cast<double>(r.nan_points), "", "int"});
   double worst_rel = 0, worst_ratio = 0;
@@ -43,15 +45,17 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
   }
   out.metrics.push_back({"max.rel_rms", worst_rel, "", "sci"});
   out.metrics.push_back({"max.ratio_to_naive", worst_ratio, "", "fixed"});
-  out.message = fmt::format("growth {} (slope {:.3f}); breaches sit on: {}", r.growth.verdict,
-                            r.growth.slope, r.tile_pattern);
+  out.message = fmt::format("growth {} (slope {:.3f}, ratio slope {:.3f}, {} points); breaches sit on: {}",
+                            r.growth.verdict, r.growth.slope, r.growth.ratio.slope, r.growth.points,
+                            r.tile_pattern);
 
   out.gates.push_back(evaluate_gate(
       bound{"nan_points", bound_op::m_le, 0.0, "a NaN or Inf in the candidate is always a failure"},
       static_cast<double>(r.nan_points), out.case_id));
   for (const auto& b : s.bounds) {
-    if (b.metric == "growth.slope") {
-      out.gates.push_back(evaluate_gate(b, r.growth.slope, out.case_id));
+    // An insufficient fit (under 3 usable points) measures NaN: the gate fails, never passes.
+    if (const auto m = metrics::growth_metric(r.growth, b.metric)) {
+      out.gates.push_back(evaluate_gate(b, *m, out.case_id));
       continue;
     }
     out.gates.push_back(worst_point_gate(
@@ -109,9 +113,9 @@ check_runner drift_runner() {
   r.params.push_back({"points", param_kind::m_string, "tile | log:N | comma list of lengths"});
   r.known_metric = [](const std::string& m) {
     const auto& n = probes::point_metric_names();
-    return m == "growth.slope" || std::find(n.begin(), n.end(), m) != n.end();
+    return metrics::is_growth_metric(m) || std::find(n.begin(), n.end(), m) != n.end();
   };
-  r.metric_names = "growth.slope, and every point metric (worst point): ";
+  r.metric_names = "growth.slope, growth.ratio_slope, and every point metric (worst point): ";
   for (const auto& n : probes::point_metric_names()) r.metric_names += n + " ";
   r.run = run;
   return r;
