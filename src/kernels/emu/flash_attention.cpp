@@ -173,13 +173,19 @@ class flash_runner {
           const key_range keys = mask.row(t);
           const tile_span tiles = cta_key_tiles(mask, t / m_cfg.tile_q, m_cfg.tile_q, m_cfg.tile_k,
                                                 m_cfg.has(fault::m_drop_tail_tile));
-          for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
-            m_vecs.push_back({idx, h, keys, tiles});
+          // Query heads reading KV head g, in head order (gqa-mod: h % Hkv == g).
+          for (std::int64_t h = 0; h < m_c.heads; ++h)
+            if (kv_head_of(h, group) == g) m_vecs.push_back({idx, h, keys, tiles});
         }
         for (std::size_t s = first; s < m_vecs.size(); s += chunk)
           m_tasks.push_back({b, g, s, std::min(m_vecs.size(), s + chunk)});
       }
     }
+  }
+
+  // The KV head query head h reads: h / group, or h % Hkv under gqa-mod.
+  [[nodiscard]] std::int64_t kv_head_of(std::int64_t h, std::int64_t group) const {
+    return m_cfg.has(fault::m_gqa_mod) ? h % m_c.kv_heads : h / group;
   }
 
   // fp8 KV: the amax of each scale group, indexed by scale_index().
@@ -228,16 +234,19 @@ class flash_runner {
     m_v.resize(s_len, dim);
     const double* k_base = m_in.k().data() + (batch * s_len * m_c.kv_heads + kv_head) * dim;
     const double* v_base = m_in.v().data() + (batch * s_len * m_c.kv_heads + kv_head) * dim;
+    const bool wrap = m_cfg.has(fault::m_index_wrap);
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < s_len; ++r) {
-      const double* ks = k_base + r * kv_stride;
-      const double* vs = v_base + r * kv_stride;
+      // index-wrap: key r is read from row r mod 2^15 (flash_attention.hpp); the mask keeps r.
+      const std::int64_t src = wrap ? r % k_index_wrap_rows : r;
+      const double* ks = k_base + src * kv_stride;
+      const double* vs = v_base + src * kv_stride;
       GS* kd = m_k.row(r).data();
       GO* vd = m_v.row(r).data();
       if (m_cfg.fp8.kv) {
         for (std::int64_t e = 0; e < dim; ++e) {
-          kd[e] = static_cast<GS>(through_fp8_cache(ks[e], m_k_amax[static_cast<std::size_t>(scale_index(batch, r, kv_head, e))]));
-          vd[e] = static_cast<GO>(through_fp8_cache(vs[e], m_v_amax[static_cast<std::size_t>(scale_index(batch, r, kv_head, e))]));
+          kd[e] = static_cast<GS>(through_fp8_cache(ks[e], m_k_amax[static_cast<std::size_t>(scale_index(batch, src, kv_head, e))]));
+          vd[e] = static_cast<GO>(through_fp8_cache(vs[e], m_v_amax[static_cast<std::size_t>(scale_index(batch, src, kv_head, e))]));
         }
         continue;
       }
@@ -271,6 +280,10 @@ class flash_runner {
     const A m_init = m_cfg.has(fault::m_finite_sentinel) ? A(k_finite_sentinel) : -inf;
     const A scale = static_cast<A>(m_c.softmax_scale());
     const A cap = static_cast<A>(m_c.softcap);
+    // wave-width: only columns held by lanes [0, red_w) of the wavefront reach m and l.
+    const std::int64_t wave_w = m_cfg.wavefront_width, red_w = m_cfg.reduction_width();
+    const bool lane_split = red_w < wave_w && bk > red_w;
+    const auto reaches_state = [&](std::int64_t c) { return c % wave_w < red_w; };
 
     row_matrix<GS> q(nq, dim), s(nq, bk);
     row_matrix<GO> p(nq, bk), pv(nq, dim), o(nq, dim);
@@ -329,7 +342,13 @@ class flash_runner {
         const std::int64_t vhi = std::max(vlo, std::clamp(vecs[v].keys.end - k0, std::int64_t{0}, nk));
         for (std::int64_t c = 0; c < vlo; ++c) x[static_cast<std::size_t>(c)] = -inf;
         for (std::int64_t c = vhi; c < nk; ++c) x[static_cast<std::size_t>(c)] = -inf;
-        const A row_max = row_maximum(x.data() + vlo, vhi - vlo);
+        A row_max = -inf;
+        if (lane_split) {
+          for (std::int64_t c = vlo; c < vhi; ++c)
+            if (reaches_state(c)) row_max = std::max(row_max, x[static_cast<std::size_t>(c)]);
+        } else {
+          row_max = row_maximum(x.data() + vlo, vhi - vlo);
+        }
 
         // Online softmax step. The empty-row guard: a row that has seen no valid key keeps
         // m = -inf, and exp is taken against 0 instead, so exp(-inf - -inf) never happens.
@@ -355,7 +374,8 @@ class flash_runner {
         // The running sum accumulates element by element in the l dtype, as each thread's
         // register does: a bf16 sum of increments near 1 stalls at 256.
         A lv = m_round_l(a * l[vi]);
-        for (std::int64_t c = 0; c < nk; ++c) lv = m_round_l(lv + x[static_cast<std::size_t>(c)]);
+        for (std::int64_t c = 0; c < nk; ++c)
+          if (!lane_split || reaches_state(c)) lv = m_round_l(lv + x[static_cast<std::size_t>(c)]);
         l[vi] = lv;
         alpha[vi] = a;
         m_prev[vi] = m_old;
@@ -456,6 +476,8 @@ attention_output flash_forward(const attention_inputs& in, const flash_config& c
                                std::span<const std::int64_t> rows) {
   if (cfg.tile_q < 1 || cfg.tile_k < 1)
     throw_input_error("--tile", fmt::format("tile sizes must be positive, got {}x{}", cfg.tile_q, cfg.tile_k));
+  if (cfg.wavefront_width < 1 || cfg.wavefront_width > 1024)
+    throw_input_error("wavefront_width", fmt::format("must be in [1, 1024], got {}", cfg.wavefront_width));
   const state_dtypes st = effective_states(cfg);
   constexpr auto f64 = format_id::m_f64;
   const bool a64 = st.s == f64 || st.p == f64 || st.m == f64 || st.l == f64;

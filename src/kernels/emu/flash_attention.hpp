@@ -33,7 +33,19 @@ enum class fault : std::uint8_t {
   m_kv_scale_ignored,  // the K/V dequantization treats the cache scale as 1
   m_p_no_prescale,     // P is quantized to fp8 without its pre-scale
   m_acc_no_promotion,  // the limited-precision fp8 MMA accumulator is never promoted to fp32
+  // issue 14: classes the emulator could not produce before
+  m_gqa_mod,          // query head h reads KV head h % Hkv instead of h / (Hq / Hkv)
+  m_index_wrap,       // the key row is addressed through a 15-bit index: key j reads row j mod 2^15
+  m_wave_width,       // row max/sum reduced by a 32-wide butterfly on a 64-wide wavefront
+  m_empty_split_nan,  // decode: an empty split writes O_i = 0/0 and the merge weights it by 0
 };
+
+// index-wrap: the key index wraps at 2^15. A real int16 index turns negative at 32768 and reads
+// 32768 rows *before* the base pointer (garbage or a crash, which an emulator cannot reproduce);
+// the form modelled is the in-bounds one, an index kept in 15 bits (a 16-bit field with a flag
+// bit, or an int16 masked non-negative): key j reads K/V row j mod 32768, while the mask still
+// uses the true position j. Exact for S <= 32768, wrong past it.
+inline constexpr std::int64_t k_index_wrap_rows = std::int64_t{1} << 15;
 
 [[nodiscard]] std::span<const fault> all_faults();
 [[nodiscard]] std::string_view to_string(fault f);
@@ -94,8 +106,18 @@ struct flash_config {
   // from the current max registers, bypassing any conditional or lagged rescale path (the
   // skip-rescale and stale-max faults). If an error disappears with it, the rescale carries it.
   bool force_rescale = false;
+  // The wavefront the row reductions over a key tile run on (wave-width fault). Column c of a
+  // key tile lives in lane c mod wavefront_width; a correct kernel reduces across the whole
+  // wavefront. wave-width reduces with butterfly offsets 16, 8, 4, 2, 1 only (code written for
+  // 32-wide warps), so each 32-lane half reduces alone, and the value broadcast from lane 0 (the
+  // reduction over lanes 0..31, i.e. columns c with c mod W < 32) is the one that reaches the row
+  // state m and l; columns of lanes 32..63 still enter P.V with p = exp(x - m). With W = 32 (an
+  // NVIDIA warp) or key tiles of at most 32 columns the fault is exact.
+  std::int64_t wavefront_width = 64;
 
   [[nodiscard]] bool has(fault f) const;
+  // Lanes whose values reach the row state: wavefront_width, or 32 under wave-width.
+  [[nodiscard]] std::int64_t reduction_width() const;
   // "emu[tile=64x64,s=f32,...,inject=skip-rescale]" listing only non-default settings.
   [[nodiscard]] std::string describe(formats::format_id input) const;
 };

@@ -17,7 +17,7 @@ struct fault_name {
   std::string_view name;
 };
 
-constexpr std::array<fault_name, 14> k_fault_names{{
+constexpr std::array<fault_name, 18> k_fault_names{{
     {fault::m_skip_rescale, "skip-rescale"},
     {fault::m_stale_max, "stale-max"},
     {fault::m_rowsum_bf16, "rowsum-bf16"},
@@ -32,14 +32,19 @@ constexpr std::array<fault_name, 14> k_fault_names{{
     {fault::m_kv_scale_ignored, "kv-scale-ignored"},
     {fault::m_p_no_prescale, "p-no-prescale"},
     {fault::m_acc_no_promotion, "acc-no-promotion"},
+    {fault::m_gqa_mod, "gqa-mod"},
+    {fault::m_index_wrap, "index-wrap"},
+    {fault::m_wave_width, "wave-width"},
+    {fault::m_empty_split_nan, "empty-split-nan"},
 }};
 
-constexpr std::array<fault, 14> k_faults{
+constexpr std::array<fault, 18> k_faults{
     fault::m_skip_rescale,     fault::m_stale_max,        fault::m_rowsum_bf16,
     fault::m_acc_bf16,         fault::m_mask_top_left,    fault::m_no_empty_guard,
     fault::m_drop_tail_tile,   fault::m_finite_sentinel,  fault::m_merge_nan_empty,
     fault::m_lse_base2_merge,  fault::m_split_tail_drop,  fault::m_kv_scale_ignored,
-    fault::m_p_no_prescale,    fault::m_acc_no_promotion,
+    fault::m_p_no_prescale,    fault::m_acc_no_promotion, fault::m_gqa_mod,
+    fault::m_index_wrap,       fault::m_wave_width,       fault::m_empty_split_nan,
 };
 
 constexpr std::array<std::string_view, 4> k_kv_scale_names{"tensor", "head", "channel", "token"};
@@ -130,6 +135,11 @@ bool flash_config::has(fault f) const {
   return std::find(faults.begin(), faults.end(), f) != faults.end();
 }
 
+std::int64_t flash_config::reduction_width() const {
+  constexpr std::int64_t k_tree_width = 32;  // butterfly offsets 16, 8, 4, 2, 1
+  return has(fault::m_wave_width) ? std::min(wavefront_width, k_tree_width) : wavefront_width;
+}
+
 std::string flash_config::describe(formats::format_id input) const {
   std::string out = fmt::format("emu[tile={}x{}", tile_q, tile_k);
   const state_dtypes defaults = default_states(input);
@@ -143,6 +153,7 @@ std::string flash_config::describe(formats::format_id input) const {
     out += fmt::format(",kv={}/{}", formats::name(fp8.kv_format), to_string(fp8.kv_scale));
   if (fp8.p) out += fmt::format(",p={}x{}", formats::name(fp8.p_format), fp8.p_prescale);
   if (fp8.acc_promote > 0) out += fmt::format(",acc-promote={}", fp8.acc_promote);
+  if (wavefront_width != 64) out += fmt::format(",wavefront={}", wavefront_width);
   if (!faults.empty()) {
     std::vector<std::string_view> names;
     for (fault f : faults) names.push_back(to_string(f));

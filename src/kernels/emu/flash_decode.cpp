@@ -37,7 +37,8 @@ bool decode_config::has(fault f) const { return std::find(faults.begin(), faults
 bool decode_fault_supported(fault f) {
   return f == fault::m_merge_nan_empty || f == fault::m_lse_base2_merge || f == fault::m_split_tail_drop ||
          f == fault::m_rowsum_bf16 || f == fault::m_acc_bf16 || f == fault::m_finite_sentinel ||
-         f == fault::m_no_empty_guard;
+         f == fault::m_no_empty_guard || f == fault::m_gqa_mod || f == fault::m_index_wrap ||
+         f == fault::m_empty_split_nan;
 }
 
 std::string decode_config::describe(formats::format_id input) const {
@@ -115,6 +116,15 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
   const bool guard = !cfg.has(fault::m_no_empty_guard);
   const double m_init = cfg.has(fault::m_finite_sentinel) ? -1.0e4 : -k_inf;
   const bool base2 = cfg.has(fault::m_lse_base2_merge);
+  const bool gqa_mod = cfg.has(fault::m_gqa_mod);
+  const bool wrap = cfg.has(fault::m_index_wrap);
+  const bool empty_split_nan = cfg.has(fault::m_empty_split_nan);
+  // The cache slot key j is read from: j, or j mod 2^15 under index-wrap (flash_attention.hpp).
+  const auto slot = [&](std::int64_t b, std::int64_t j) {
+    const std::int64_t r = wrap ? j % k_index_wrap_rows : j;
+    const std::int64_t page = kv.block_table[static_cast<std::size_t>(b * kv.pages_per_seq + r / kv.page_size)];
+    return page * kv.page_size + r % kv.page_size;
+  };
   const double log2e = std::numbers::log2e;
   attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, D);
   const auto n_items = static_cast<std::int64_t>(rows.size()) * c.heads;
@@ -123,7 +133,7 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
   for (std::int64_t item = 0; item < n_items; ++item) {
     const std::int64_t i = item / c.heads, h = item % c.heads;
     const std::int64_t row = rows[static_cast<std::size_t>(i)];
-    const std::int64_t b = row / T, t = row % T, g = h / group;
+    const std::int64_t b = row / T, t = row % T, g = gqa_mod ? h % c.kv_heads : h / group;
     const std::int64_t len = lengths[static_cast<std::size_t>(b)];
     const key_range keys = kernel_keys(c, len, t);
     std::vector<double> q(static_cast<std::size_t>(D));
@@ -150,8 +160,7 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
             s[static_cast<std::size_t>(cc)] = -k_inf;  // masked: its slot is never read
             continue;
           }
-          const std::int64_t page = kv.block_table[static_cast<std::size_t>(b * kv.pages_per_seq + j / kv.page_size)];
-          const double* kr = kv.k_cache.data() + (page * kv.page_size + j % kv.page_size) * row_elems + g * D;
+          const double* kr = kv.k_cache.data() + slot(b, j) * row_elems + g * D;
           // The MMA's accumulation, in the s dtype (fp32 unless bisection raises it).
           double dot = 0.0;
           for (std::int64_t d = 0; d < D; ++d) dot = rs(dot + q[static_cast<std::size_t>(d)] * rk(kr[d]));
@@ -170,8 +179,7 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
           lv = rl(lv + p);
           if (p == 0.0) continue;  // masked keys: their V slot is never read either
           const std::int64_t j = k0 + cc;
-          const std::int64_t page = kv.block_table[static_cast<std::size_t>(b * kv.pages_per_seq + j / kv.page_size)];
-          const double* vr = kv.v_cache.data() + (page * kv.page_size + j % kv.page_size) * row_elems + g * D;
+          const double* vr = kv.v_cache.data() + slot(b, j) * row_elems + g * D;
           for (std::int64_t d = 0; d < D; ++d) o[static_cast<std::size_t>(d)] = ro(o[static_cast<std::size_t>(d)] + p * rv(vr[d]));
         }
         l = lv;
@@ -179,7 +187,9 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
       }
       split_out& part = parts[static_cast<std::size_t>(sp)];
       part.o.assign(static_cast<std::size_t>(D), 0.0);
-      if (l == 0.0) continue;  // the split kernel's own guard: an empty split is (0, -inf)
+      // The split kernel's own guard: an empty split is (0, -inf). empty-split-nan has none: it
+      // writes O_i = 0/0 = NaN and LSE_i = m + log(0) = -inf.
+      if (l == 0.0 && !empty_split_nan) continue;
       // O_i in the o dtype and LSE_i in the lse dtype (fp32 by default), as the split writes them;
       // lse-base2-merge writes m*log2(e) + log2(l).
       for (std::int64_t d = 0; d < D; ++d) part.o[static_cast<std::size_t>(d)] = ro(o[static_cast<std::size_t>(d)] / l);
@@ -199,8 +209,9 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
     std::vector<double> acc(static_cast<std::size_t>(D), 0.0);
     for (const auto& part : parts) {
       // Clean: empty splits are skipped (weight 0). merge-nan-empty takes exp(lse - mx) for
-      // all of them, which is exp(-inf - -inf) = NaN when every split is empty.
-      if (part.lse == -k_inf && !cfg.has(fault::m_merge_nan_empty)) continue;
+      // all of them, which is exp(-inf - -inf) = NaN when every split is empty; empty-split-nan
+      // relies on the weight exp(-inf - mx) = 0 too, but 0 * NaN = NaN poisons the row.
+      if (part.lse == -k_inf && !cfg.has(fault::m_merge_nan_empty) && !empty_split_nan) continue;
       const double w = rlse(std::exp(part.lse - mx));
       sum = rlse(sum + w);
       for (std::int64_t d = 0; d < D; ++d)

@@ -4,6 +4,12 @@
 // key tiles read through the block table and writes (O_i, LSE_i); a merge combines them:
 // LSE = log sum exp(LSE_i), O = sum exp(LSE_i - LSE) O_i. An empty split has LSE_i = -inf and
 // contributes 0; if every split is empty the merge gives O = 0, LSE = -inf, never NaN.
+//
+// Which rows have an empty split (empty-split-nan): splits are cut from the member's cached
+// length, the same for all its T queries, so under the causal mask query t (visible keys
+// [0, len - T + t + 1)) sees nothing of a last split that starts past its diagonal (a split
+// size, or a split count, whose last split holds fewer than T keys); and a split count larger
+// than the key tiles leaves splits past the end empty for every row (short contexts).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -22,7 +28,7 @@ struct decode_config {
   std::int64_t page_size = 16;   // KV cache page (slots per page)
   std::uint64_t page_seed = 1;   // the block table's page order
   state_dtypes states = default_states(formats::format_id::m_bf16);
-  std::vector<fault> faults;     // merge-nan-empty, lse-base2-merge, split-tail-drop
+  std::vector<fault> faults;     // decode_fault_supported(): the merge faults, some state ones
 
   [[nodiscard]] bool has(fault f) const;
   [[nodiscard]] std::string describe(formats::format_id input) const;
