@@ -125,3 +125,59 @@ TEST(bisect_opaque, tail_tile_96_is_a_tail_tile) {
   const auto j = probes::to_json(r, false);
   EXPECT_EQ(j.at("inferred_tile").at("k"), 96);
 }
+
+// Defaults on opaque kernels (issue 14): `--points tile` never refuses an unknown tile.
+#include "numprobe/core/error.hpp"
+#include "probes/drift_probe.hpp"
+
+TEST(common_tile_lengths, cross_every_common_tile_within_the_range) {
+  const auto v = probes::common_tile_lengths(128, 2048);
+  EXPECT_LE(v.size(), 96u);
+  EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
+  EXPECT_EQ(std::adjacent_find(v.begin(), v.end()), v.end());
+  for (auto s : v) {
+    EXPECT_GE(s, 128);
+    EXPECT_LE(s, 2048);
+  }
+  auto has = [&](std::int64_t s) { return std::find(v.begin(), v.end(), s) != v.end(); };
+  for (std::int64_t b : {16, 32, 48, 64, 80, 96, 112, 128, 192, 256}) {
+    int straddles = 0;  // k with k*B-1, k*B and k*B+1 all present
+    for (std::int64_t k = 1; k * b < 2048; ++k) straddles += has(k * b - 1) && has(k * b) && has(k * b + 1);
+    EXPECT_GE(straddles, 2) << "B=" << b;
+  }
+}
+
+TEST(drift_lengths, unknown_tile_gives_dense_common_lengths_and_lists_stay_in_range) {
+  EXPECT_EQ(probes::drift_lengths("tile", 128, 2048, 0), probes::common_tile_lengths(128, 2048));
+  try {
+    (void)probes::drift_lengths("100,1000", 128, 512, 64);
+    ADD_FAILURE() << "lengths outside --seq accepted";
+  } catch (const numprobe::error& e) {
+    EXPECT_EQ(e.code(), exit_code::m_input);
+    EXPECT_EQ(e.place(), "--points");
+  }
+}
+
+TEST(drift_opaque, tile_points_follow_the_inferred_tile) {
+  provider_options po;
+  po.backend = "emu:opaque";
+  po.tile = tile_shape{64, 96};
+  po.faults = {"drop-tail-tile"};
+  auto prov = make_attention_provider(po);
+  probes::drift_options o;
+  o.base.heads = 2;
+  o.base.kv_heads = 1;
+  o.base.head_dim = 32;
+  o.seq_lo = 128;
+  o.seq_hi = 1024;
+  o.probe.sampling.max_rows = 16;
+  o.probe.end_to_end = false;
+  o.bounds = {parse_bound("ratio_to_naive<=2")};
+  const auto r = probes::run_drift(*prov, o);
+  EXPECT_EQ(r.inferred_tile.k, 96) << probes::tile_text(r.inferred_tile);
+  std::vector<std::int64_t> seqs;
+  for (const auto& p : r.points) seqs.push_back(p.seq);
+  EXPECT_EQ(seqs, probes::drift_lengths("tile", 128, 1024, 96));
+  EXPECT_EQ(probes::to_json(r).at("inferred_tile").at("k"), 96);
+  EXPECT_NE(r.tile_pattern, "unknown-tile");
+}
