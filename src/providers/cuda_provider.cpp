@@ -14,34 +14,65 @@
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/formats/format.hpp"
+#include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/gpu_resident.hpp"
 
 namespace numprobe {
 namespace {
 
-// The emulator's fault names (src/kernels/emu/flash_attention.hpp), one compiled variant each.
-struct fault_name {
-  std::string_view name;
+// The emulator's faults that have a GPU variant (names spelled once, in
+// src/kernels/emu/flash_config.cpp): compiled variants, or run-time flags for the address and
+// decode faults (gpu_api.hpp).
+struct gpu_fault {
+  emu::fault f;
   std::uint32_t bit;
 };
-constexpr std::array<fault_name, 8> k_faults{{
-    {"skip-rescale", gpu::k_fault_skip_rescale},
-    {"stale-max", gpu::k_fault_stale_max},
-    {"rowsum-bf16", gpu::k_fault_rowsum_bf16},
-    {"acc-bf16", gpu::k_fault_acc_bf16},
-    {"mask-top-left", gpu::k_fault_mask_top_left},
-    {"no-empty-guard", gpu::k_fault_no_empty_guard},
-    {"drop-tail-tile", gpu::k_fault_drop_tail_tile},
-    {"finite-sentinel", gpu::k_fault_finite_sentinel},
+constexpr std::array<gpu_fault, 11> k_faults{{
+    {emu::fault::m_skip_rescale, gpu::k_fault_skip_rescale},
+    {emu::fault::m_stale_max, gpu::k_fault_stale_max},
+    {emu::fault::m_rowsum_bf16, gpu::k_fault_rowsum_bf16},
+    {emu::fault::m_acc_bf16, gpu::k_fault_acc_bf16},
+    {emu::fault::m_mask_top_left, gpu::k_fault_mask_top_left},
+    {emu::fault::m_no_empty_guard, gpu::k_fault_no_empty_guard},
+    {emu::fault::m_drop_tail_tile, gpu::k_fault_drop_tail_tile},
+    {emu::fault::m_finite_sentinel, gpu::k_fault_finite_sentinel},
+    {emu::fault::m_gqa_mod, gpu::k_fault_gqa_mod},
+    {emu::fault::m_index_wrap, gpu::k_fault_index_wrap},
+    {emu::fault::m_empty_split_nan, gpu::k_fault_empty_split_nan},
 }};
 
-std::uint32_t parse_gpu_fault(const std::string& text) {
-  for (const auto& f : k_faults)
-    if (f.name == text) return f.bit;
+std::string gpu_fault_names(std::uint32_t among) {
   std::string known;
-  for (const auto& f : k_faults) known += (known.empty() ? "" : ", ") + std::string(f.name);
-  throw_input_error("--inject", fmt::format("unknown fault '{}' (known: {})", text, known));
+  for (const auto& f : k_faults)
+    if ((f.bit & among) != 0) known += (known.empty() ? "" : ", ") + std::string(emu::to_string(f.f));
+  return known;
+}
+
+// The GPU variant of a fault name: an unknown name is the emulator's error (every name listed);
+// an emulator fault without a GPU variant names the fault and where it runs.
+std::uint32_t parse_gpu_fault(const std::string& text, const std::string& vendor, bool decode) {
+  const emu::fault f = emu::parse_fault(text, "--inject");
+  if (f == emu::fault::m_wave_width)
+    throw_input_error("--inject", vendor == "cuda"
+                                      ? "wave-width has no cuda variant: NVIDIA warps are 32 wide, so a "
+                                        "32-wide reduction tree is exact there (the fault needs a 64-wide "
+                                        "wavefront); use --backend emu"
+                                      : "wave-width has no hip variant: the built-in kernels reduce no "
+                                        "row across a wavefront (one row per thread, quad shuffles); use "
+                                        "--backend emu");
+  for (const auto& g : k_faults) {
+    if (g.f != f) continue;
+    if (decode && (g.bit & gpu::k_decode_faults) == 0)
+      throw_input_error("--inject", fmt::format("fault '{}' has no variant in the {} decode kernel (it has "
+                                                "{}); use --backend emu",
+                                                text, vendor, gpu_fault_names(gpu::k_decode_faults)));
+    if (!decode && g.bit == gpu::k_fault_empty_split_nan)
+      throw_input_error("--inject", fmt::format("fault '{}' needs --decode", text));
+    return g.bit;
+  }
+  throw_input_error("--inject", fmt::format("fault '{}' has no {} variant (they are {}); use --backend emu",
+                                            text, vendor, gpu_fault_names(~0u)));
 }
 
 nlohmann::json device_json(const gpu::device_facts& d) {
@@ -260,7 +291,7 @@ class gpu_attention_provider final : public attention_provider {
                                                "--inject rowsum-bf16 / acc-bf16, or --backend emu",
                                                vendor));
     for (const auto& f : o.faults) {
-      const std::uint32_t bit = parse_gpu_fault(f);
+      const std::uint32_t bit = parse_gpu_fault(f, vendor, m_dec.on);
       if (m_faults != 0 && m_faults != bit)
         throw_input_error("--inject", "the GPU kernels compile one fault per variant; inject one");
       m_faults = bit;
@@ -411,7 +442,6 @@ class gpu_attention_provider final : public attention_provider {
   // round-to-nearest-even with saturation) and dequantized by the kernel as code * s.
   attention_output run_decode(const gpu::attention_request& r, const std::vector<std::int64_t>& rows,
                               attention_output out) {
-    if (r.faults != 0) throw_input_error("--inject", "the decode kernel has no fault variants");
     if (r.softcap != 0.f) throw_input_error("--softcap", "the decode kernel has no softcap");
     gpu::decode_request d;
     d.batch = r.batch;
@@ -434,6 +464,7 @@ class gpu_attention_provider final : public attention_provider {
     d.p_e4m3 = m_dec.p_e4m3;
     d.p_prescale = static_cast<float>(m_dec.p_prescale);
     d.acc_promote = m_dec.acc_promote;
+    d.faults = r.faults;  // parse_gpu_fault admitted decode faults only
     std::vector<std::uint8_t> k8, v8;
     std::vector<float> ks, vs;
     if (m_dec.kv != gpu::kv_format::m_input) {
@@ -491,7 +522,9 @@ class gpu_attention_provider final : public attention_provider {
                                                                      : nlohmann::json("f32 (not rounded)")},
                                                   {"acc_promote", m_dec.acc_promote},
                                                   {"acc_mantissa_bits", m_dec.acc_promote > 0 ? 13 : 23},
-                                                  {"merge", "natural-log LSE, empty splits skipped"}}
+                                                  {"merge", m_faults == gpu::k_fault_empty_split_nan
+                                                                ? "natural-log LSE, empty splits weighted by 0 (O_i = 0/0)"
+                                                                : "natural-log LSE, empty splits skipped"}}
                                 : nlohmann::json(nullptr)},
             {"last_kernel_ms", m_last_kernel_ms},
             {"forward_timing",

@@ -8,7 +8,9 @@
 //    platforms without mma.sync (HIP), also compiled and tested on NVIDIA.
 // Both: Q/K/V/O in T (bf16 or fp16), scores/m/l/O accumulator fp32, P rounded to T before
 // P.V, LSE natural-log fp32, fully masked rows O = 0 and LSE = -inf. Fault variants (FAULTS)
-// are compile-time; see online_softmax.cuh.
+// are compile-time; see online_softmax.cuh. The address faults gqa-mod and index-wrap are
+// run-time flags (flash_params::runtime_faults) of the same kernels: one select per block or
+// key tile, outside the inner loops, so the fault-free variant serves them.
 #include <cstdint>
 
 #include "src/kernels/gpu/online_softmax.cuh"
@@ -30,7 +32,20 @@ struct flash_params {
   std::int64_t window;
   int n_qtiles;
   int batch;
+  std::uint32_t runtime_faults;  // k_runtime_faults bits (gpu_api.hpp); 0 for a clean kernel
 };
+
+// The KV head query head h reads: h / group, or h % Hkv under gqa-mod.
+template <class T>
+__device__ __forceinline__ int kv_head_of(const flash_params<T>& p, int h) {
+  return (p.runtime_faults & k_fault_gqa_mod) != 0 ? h % p.hkv : h / p.group;
+}
+
+// The K/V row key k is read from: k, or k mod 2^15 under index-wrap (a key index kept in 15
+// bits; the mask still uses k). A tile of BK keys stays BK contiguous rows when BK divides 2^15.
+__device__ __forceinline__ std::int64_t key_row(std::int64_t k, std::uint32_t runtime_faults) {
+  return (runtime_faults & k_fault_index_wrap) != 0 ? (k & (k_index_wrap_rows - 1)) : k;
+}
 
 // Key-tile range of a block of query rows [q0, q_last], and whether tile k0 needs the
 // element mask (some visible row does not see all of it).
@@ -86,6 +101,7 @@ __global__ void __launch_bounds__(WARPS * platform::warp_size, 1)
   constexpr int NT = BK / 8;      // n-tiles of S
   constexpr int DT = D / 8;       // n-tiles of O
   static_assert(D % 64 == 0 && BK % 16 == 0, "swizzle needs D >= 64");
+  static_assert(k_index_wrap_rows % BK == 0, "index-wrap keeps a key tile contiguous");
   const float ninf = -__builtin_huge_valf();
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -101,7 +117,7 @@ __global__ void __launch_bounds__(WARPS * platform::warp_size, 1)
   const int qtile = p.n_qtiles - 1 - static_cast<int>(blockIdx.x);  // heaviest causal tiles first
   const int h = blockIdx.y;
   const std::int64_t b = blockIdx.z;
-  const int kvh = h / p.group;
+  const int kvh = kv_head_of(p, h);
   const std::int64_t q0 = static_cast<std::int64_t>(qtile) * BQ;
   const std::int64_t q_last = min(q0 + BQ, p.n_q) - 1;
   const std::int64_t q_stride = static_cast<std::int64_t>(p.hq) * D;
@@ -141,7 +157,7 @@ __global__ void __launch_bounds__(WARPS * platform::warp_size, 1)
   platform::copy_commit();
   if (tile_begin < tile_end) {
     const std::int64_t k0 = tile_begin * BK;
-    load_tile<T, BK, D, THREADS>(sk, kg + k0 * kv_stride, kv_stride,
+    load_tile<T, BK, D, THREADS>(sk, kg + key_row(k0, p.runtime_faults) * kv_stride, kv_stride,
                                  static_cast<int>(min(static_cast<std::int64_t>(BK), p.n_k - k0)), tid);
   }
   platform::copy_commit();
@@ -149,7 +165,7 @@ __global__ void __launch_bounds__(WARPS * platform::warp_size, 1)
   for (std::int64_t j = tile_begin; j < tile_end; ++j) {
     const std::int64_t k0 = j * BK;
     const int k_valid = static_cast<int>(min(static_cast<std::int64_t>(BK), p.n_k - k0));
-    load_tile<T, BK, D, THREADS>(sv, vg + k0 * kv_stride, kv_stride, k_valid, tid);
+    load_tile<T, BK, D, THREADS>(sv, vg + key_row(k0, p.runtime_faults) * kv_stride, kv_stride, k_valid, tid);
     platform::copy_commit();
     platform::copy_wait<1>();  // Q (first pass) and K_j have landed; V_j may be in flight
     __syncthreads();
@@ -177,7 +193,7 @@ __global__ void __launch_bounds__(WARPS * platform::warp_size, 1)
     __syncthreads();  // everyone has read K_j: prefetch K_{j+1} during softmax and P.V
     if (j + 1 < tile_end) {
       const std::int64_t k1 = k0 + BK;
-      load_tile<T, BK, D, THREADS>(sk, kg + k1 * kv_stride, kv_stride,
+      load_tile<T, BK, D, THREADS>(sk, kg + key_row(k1, p.runtime_faults) * kv_stride, kv_stride,
                                    static_cast<int>(min(static_cast<std::int64_t>(BK), p.n_k - k1)), tid);
     }
     platform::copy_commit();
@@ -285,6 +301,7 @@ __global__ void __launch_bounds__(WARPS * platform::warp_size, 1)
 // One query row per thread, BQ threads per block; K and V tiles staged in shared memory.
 template <class T, int D, int BQ, int BK, std::uint32_t FAULTS>
 __global__ void __launch_bounds__(BQ) flash_forward_scalar(const flash_params<T> p) {
+  static_assert(k_index_wrap_rows % BK == 0, "index-wrap keeps a key tile contiguous");
   const float ninf = -__builtin_huge_valf();
   __shared__ __align__(16) T sk[BK * D];
   __shared__ __align__(16) T sv[BK * D];
@@ -293,7 +310,7 @@ __global__ void __launch_bounds__(BQ) flash_forward_scalar(const flash_params<T>
   const int qtile = p.n_qtiles - 1 - static_cast<int>(blockIdx.x);
   const int h = blockIdx.y;
   const std::int64_t b = blockIdx.z;
-  const int kvh = h / p.group;
+  const int kvh = kv_head_of(p, h);
   const std::int64_t q0 = static_cast<std::int64_t>(qtile) * BQ;
   const std::int64_t q_last = min(q0 + BQ, p.n_q) - 1;
   const std::int64_t kv_stride = static_cast<std::int64_t>(p.hkv) * D;
@@ -327,8 +344,9 @@ __global__ void __launch_bounds__(BQ) flash_forward_scalar(const flash_params<T>
     const std::int64_t k0 = j * BK;
     const int k_valid = static_cast<int>(min(static_cast<std::int64_t>(BK), p.n_k - k0));
     __syncthreads();
-    load_tile<T, BK, D, BQ>(sk, kg + k0 * kv_stride, kv_stride, k_valid, tid);
-    load_tile<T, BK, D, BQ>(sv, vg + k0 * kv_stride, kv_stride, k_valid, tid);
+    const std::int64_t row0 = key_row(k0, p.runtime_faults);
+    load_tile<T, BK, D, BQ>(sk, kg + row0 * kv_stride, kv_stride, k_valid, tid);
+    load_tile<T, BK, D, BQ>(sv, vg + row0 * kv_stride, kv_stride, k_valid, tid);
     platform::copy_commit();
     platform::copy_wait<0>();
     __syncthreads();

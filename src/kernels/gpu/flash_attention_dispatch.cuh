@@ -57,15 +57,24 @@ void launch_by_fault(const flash_params<T>& p, std::uint32_t faults, attention_p
   }
 }
 
-// Head dims compiled: 128 (every fault variant) and 64 (fault-free only).
+// Head dims compiled: 128 (every fault variant) and 64 (fault-free only). The run-time address
+// faults (gqa-mod, index-wrap) run on the fault-free variant at either head dim.
 template <class T>
-void dispatch_flash(const flash_params<T>& p, int head_dim, std::uint32_t faults,
+void dispatch_flash(const flash_params<T>& params, int head_dim, std::uint32_t faults,
                     attention_path path, platform::stream_t stream) {
+  if ((faults & k_fault_empty_split_nan) != 0)
+    throw_input_error("--inject", "empty-split-nan is a split-KV decode fault; add --decode");
+  flash_params<T> p = params;
+  p.runtime_faults = faults & k_runtime_faults;
+  faults &= ~k_runtime_faults;
+  if (p.runtime_faults != 0 && (faults != k_fault_none || (p.runtime_faults & (p.runtime_faults - 1)) != 0))
+    throw_input_error("--inject", "the GPU kernels take one fault at a time; inject one");
   switch (head_dim) {
     case 128: return launch_by_fault<T, 128>(p, faults, path, stream);
     case 64:
       if (faults != k_fault_none)
-        throw_input_error("--inject", "GPU fault variants are compiled for head_dim 128 only");
+        throw_input_error("--inject", "GPU fault variants are compiled for head_dim 128 only "
+                                      "(gqa-mod and index-wrap run at 64 too)");
       return launch_flash<T, 64, k_fault_none>(p, path, stream);
     default:
       throw_input_error("head_dim", "the GPU attention kernels are compiled for D = 64 and 128, not " +

@@ -82,6 +82,7 @@ decode_result run_typed(const decode_request& r) {
   p.p_prescale = r.p_prescale;
   p.acc_promote = r.acc_promote;
   p.acc_mantissa = r.acc_mantissa;
+  p.faults = r.faults;
 
   host::event e0, e1;
   NUMPROBE_GPU_CHECK(EventRecord, e0.get(), nullptr);
@@ -125,6 +126,8 @@ decode_result decode_impl(const decode_request& req) {
     throw_input_error("--p-prescale", "must be finite and > 0");
   if (r.acc_promote < 0) throw_input_error("--acc-promote", "must be >= 0");
   if (r.acc_mantissa < 1 || r.acc_mantissa > 23) throw_input_error("acc_mantissa", "must be 1..23");
+  if ((r.faults & ~k_decode_faults) != 0)
+    throw_input_error("--inject", "the decode kernel's faults are gqa-mod, index-wrap and empty-split-nan");
   const bool fp8 = r.kv != kv_format::m_input;
   if (fp8 && (!r.k8 || !r.v8 || !r.k_scale || !r.v_scale))
     throw_input_error("kv", "the FP8 KV variant needs e4m3 codes and scales");

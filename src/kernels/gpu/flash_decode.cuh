@@ -14,6 +14,13 @@
 //
 // K/V element types: bf16/fp16, or e4m3fn bytes dequantized in the kernel as
 // fp32(decode(code) * scale) with a per-tensor or per-KV-head fp32 scale.
+//
+// Fault flags (params::faults, run-time, the emulator's names and meanings):
+//   gqa-mod          query head h reads KV head h % Hkv instead of h / (Hq / Hkv)
+//   index-wrap       key j reads K/V row j mod 2^15 (the mask still uses j)
+//   empty-split-nan  a split with no visible key writes O_i = 0/0 = NaN (LSE_i = -inf), and
+//                    the merge weights every split by exp(LSE_i - LSE) = 0: 0 * NaN poisons
+//                    the row whenever one of its splits is empty and another is not.
 #include <cstdint>
 
 #include "src/kernels/gpu/gpu_api.hpp"
@@ -53,7 +60,13 @@ struct params {
   float p_prescale = 1.f;
   int acc_promote = 0;
   int acc_mantissa = 13;
+  std::uint32_t faults = 0;  // k_decode_faults bits (gpu_api.hpp)
 };
+
+// The K/V row of key j: j, or j mod 2^15 under index-wrap.
+__device__ __forceinline__ std::int64_t key_row(std::int64_t j, std::uint32_t faults) {
+  return (faults & k_fault_index_wrap) != 0 ? (j & (k_index_wrap_rows - 1)) : j;
+}
 
 // The emulator's truncate_mantissa: keep `bits` fraction bits, the rest truncated toward zero.
 __device__ __forceinline__ double truncate_bits(double x, int bits) {
@@ -84,7 +97,7 @@ __device__ __forceinline__ bool visible(attention_mask m, std::int64_t s, int nt
 template <class T, class KV>
 __global__ void __launch_bounds__(k_decode_threads) decode_split(params<T, KV> p) {
   const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / (p.hq / p.hkv);
+  const int hk = (p.faults & k_fault_gqa_mod) != 0 ? h % p.hkv : h / (p.hq / p.hkv);
   const int tid = threadIdx.x;
   const std::int64_t s0 = static_cast<std::int64_t>(split) * p.chunk;
   const std::int64_t s1 = s0 + p.chunk < p.s ? s0 + p.chunk : p.s;
@@ -118,7 +131,7 @@ __global__ void __launch_bounds__(k_decode_threads) decode_split(params<T, KV> p
     const std::int64_t j = j0 + tid;
     for (int t = 0; t < p.t; ++t) p_s[t][tid] = -INFINITY;
     if (j < s1) {
-      const std::int64_t kr = ((static_cast<std::int64_t>(b) * p.s + j) * p.hkv + hk) * p.d;
+      const std::int64_t kr = ((static_cast<std::int64_t>(b) * p.s + key_row(j, p.faults)) * p.hkv + hk) * p.d;
       float dot[k_decode_max_t];
 #pragma unroll
       for (int t = 0; t < k_decode_max_t; ++t) dot[t] = 0.f;
@@ -164,7 +177,7 @@ __global__ void __launch_bounds__(k_decode_threads) decode_split(params<T, KV> p
 #pragma unroll
       for (int t = 0; t < k_decode_max_t; ++t) part[t] = 0.f;
       for (int i = 0; i < n_keys; ++i) {
-        const float vv = load_kv(p.v, ((static_cast<std::int64_t>(b) * p.s + j0 + i) * p.hkv + hk) * p.d + e, vs);
+        const float vv = load_kv(p.v, ((static_cast<std::int64_t>(b) * p.s + key_row(j0 + i, p.faults)) * p.hkv + hk) * p.d + e, vs);
 #pragma unroll
         for (int t = 0; t < k_decode_max_t; ++t)
           if (t < p.t) part[t] = fmaf(pq_s[t][i], vv, part[t]);
@@ -204,7 +217,8 @@ __global__ void __launch_bounds__(k_decode_threads) decode_split(params<T, KV> p
   for (int t = 0; t < p.t; ++t) {
     const std::int64_t row = (static_cast<std::int64_t>(split) * p.batch + b) * p.t + t;
     const float l = l_s[t];
-    const bool empty = !(l > 0.f);
+    // empty-split-nan drops this guard: acc / l = 0 / 0, and m + log2(0) = -inf.
+    const bool empty = !(l > 0.f) && (p.faults & k_fault_empty_split_nan) == 0;
 #pragma unroll
     for (int a = 0; a < k_acc; ++a) {
       const int e = tid + a * k_decode_threads;
@@ -234,11 +248,12 @@ __global__ void decode_merge(params<T, KV> p) {
     if (li != -INFINITY) sum += expf(li - mx);
   }
   const float lse = mx + logf(sum);
+  const bool read_empty = (p.faults & k_fault_empty_split_nan) != 0;  // weight 0 times O_i
   for (int e = threadIdx.x; e < p.d; e += blockDim.x) {
     float o = 0.f;
     for (int i = 0; i < p.splits; ++i) {
       const float li = p.lse_part[i * stride + rh];
-      if (li == -INFINITY) continue;  // empty split: its O_i is not read
+      if (li == -INFINITY && !read_empty) continue;  // empty split: its O_i is not read
       o = fmaf(expf(li - lse), p.o_part[(i * stride + rh) * p.d + e], o);
     }
     p.o[rh * p.d + e] = platform::to_float(platform::from_float<T>(o));

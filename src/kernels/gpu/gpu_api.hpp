@@ -9,7 +9,9 @@
 namespace numprobe::gpu {
 
 // Fault variants: compile-time template parameters of the kernels (one bit each). Names and
-// meanings are the emulator's (src/kernels/emu/flash_attention.hpp).
+// meanings are the emulator's (src/kernels/emu/flash_attention.hpp). The address faults
+// (k_runtime_faults) are run-time flags of the fault-free variant instead: they change which K/V
+// row or head is read once per block or tile, not the inner loops, so they cost no instantiation.
 enum fault_bits : std::uint32_t {
   k_fault_none = 0,
   k_fault_skip_rescale = 1u << 0,
@@ -20,7 +22,13 @@ enum fault_bits : std::uint32_t {
   k_fault_no_empty_guard = 1u << 5,
   k_fault_drop_tail_tile = 1u << 6,
   k_fault_finite_sentinel = 1u << 7,
+  k_fault_gqa_mod = 1u << 8,          // forward and decode: KV head h % Hkv
+  k_fault_index_wrap = 1u << 9,       // forward and decode: key j reads row j mod 2^15
+  k_fault_empty_split_nan = 1u << 10, // decode: an empty split writes 0/0, the merge weights it
 };
+inline constexpr std::uint32_t k_runtime_faults = k_fault_gqa_mod | k_fault_index_wrap;
+inline constexpr std::uint32_t k_decode_faults = k_fault_gqa_mod | k_fault_index_wrap | k_fault_empty_split_nan;
+inline constexpr std::int64_t k_index_wrap_rows = std::int64_t{1} << 15;
 
 enum class attention_path : std::uint8_t {
   m_mma,     // tensor cores (NVIDIA mma.sync); the default where the platform has it
@@ -172,6 +180,7 @@ struct decode_request {
   std::int64_t window = 0;
   int splits = 1;  // >= 1; splits larger than S leave empty splits (handled exactly)
   std::int64_t split_size = 0;  // > 0: keys per split instead (splits = ceil(S / split_size))
+  std::uint32_t faults = k_fault_none;  // run-time flags, k_decode_faults only
   // FP8 P and the fp8 MMA accumulator model (flash_decode.cuh): P * p_prescale to e4m3fn for
   // P.V; acc_promote > 0: O keeps acc_mantissa fraction bits, promoted to fp32 every N tiles.
   bool p_e4m3 = false;
