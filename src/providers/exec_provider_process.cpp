@@ -10,10 +10,11 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 
 #include "numprobe/core/error.hpp"
+#include "src/core/interrupt.hpp"
+#include "src/core/quoted_text.hpp"
 
 namespace numprobe::exec {
 
@@ -74,6 +75,10 @@ std::vector<std::string> substitute(std::vector<std::string> words, const std::s
 process_result run_process(const std::vector<std::string>& argv, double timeout_s,
                            const std::string& log_path) {
   process_result r;
+  throw_if_interrupted();
+  // From before fork to after the wait, Ctrl-C and SIGTERM reach the loop below (which kills
+  // the child's group) instead of ending numprobe with the child left running.
+  const interrupt_scope defer;
   // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -108,6 +113,7 @@ process_result run_process(const std::vector<std::string>& argv, double timeout_
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also from the parent, so the group exists before any kill
+  register_child_group(pid);
   ::close(err_pipe[1]);
   ::close(log_fd);
   if (null_fd >= 0) ::close(null_fd);
@@ -118,22 +124,27 @@ process_result run_process(const std::vector<std::string>& argv, double timeout_
   if (got == static_cast<ssize_t>(sizeof(e))) r.exec_errno = e;
 
   int status = 0;
-  auto sleep = std::chrono::microseconds(200);
+  int interrupted_by = 0;
+  auto sleep_ms = 1;
   for (;;) {
     const pid_t w = ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) break;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (elapsed >= timeout_s) {
+    interrupted_by = interrupt_signal();
+    if (elapsed >= timeout_s || interrupted_by) {
       ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-      r.timed_out = true;
+      r.timed_out = interrupted_by == 0;
       break;
     }
-    std::this_thread::sleep_for(sleep);
-    sleep = std::min(sleep * 2, std::chrono::microseconds(20000));
+    // Sleeps on the self-pipe: a signal wakes the loop at once.
+    (void)wait_readable(-1, sleep_ms);
+    sleep_ms = std::min(sleep_ms * 2, 20);
   }
+  unregister_child_group(pid);
+  if (interrupted_by) throw interrupted(interrupted_by);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r.timed_out) {
     if (WIFEXITED(status)) {
@@ -160,8 +171,9 @@ std::string tail_lines(const std::string& path, std::size_t n) {
   while (start <= text.size()) {
     auto end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    // Quoted into one-line errors: no terminal control, valid UTF-8 (quoted_text.hpp).
+    std::string line = sanitize_quoted(text.substr(start, end - start));
+    while (!line.empty() && line.back() == ' ') line.pop_back();
     if (!line.empty()) lines.push_back(std::move(line));
     start = end + 1;
   }

@@ -13,24 +13,30 @@
 #include <unistd.h>
 
 #include "numprobe/core/error.hpp"
+#include "src/core/quoted_text.hpp"
 #include "src/providers/exec_provider_process.hpp"
 
 namespace numprobe::exec {
 
 worker_process::worker_process(std::vector<std::string> argv, double timeout_s,
-                               std::string log_path)
-    : m_argv(std::move(argv)), m_timeout_s(timeout_s), m_log(std::move(log_path)) {}
+                               std::string log_path, std::string label)
+    : m_argv(std::move(argv)),
+      m_label(label.empty() ? fmt::format("exec worker '{}'", quote_words(m_argv)) : std::move(label)),
+      m_timeout_s(timeout_s),
+      m_log(std::move(log_path)),
+      m_defer(std::make_unique<interrupt_scope>()) {}
 
 worker_process::~worker_process() { stop(true); }
 
 void worker_process::fail(const std::string& what) {
   const std::string tail = tail_lines(m_log, 6);
   stop(false);
-  throw_backend_error(fmt::format("exec worker '{}'", quote_words(m_argv)),
-                      tail.empty() ? what : fmt::format("{}; last stderr lines: {}", what, tail));
+  throw_if_interrupted();
+  throw_backend_error(m_label, tail.empty() ? what : fmt::format("{}; last stderr lines: {}", what, tail));
 }
 
 void worker_process::start() {
+  throw_if_interrupted();
   std::vector<char*> args;
   for (const auto& a : m_argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -67,6 +73,7 @@ void worker_process::start() {
     ::_exit(127);
   }
   ::setpgid(pid, pid);
+  register_child_group(pid);
   ::close(sv[1]);
   ::close(log_fd);
   ::close(err_pipe[1]);
@@ -106,10 +113,13 @@ std::string worker_process::read_line(const std::string& waiting_for) {
     if (left.count() <= 0)
       fail(fmt::format("gave no {} within {:g} s (--exec-timeout); killed with its process group",
                        waiting_for, m_timeout_s));
-    pollfd p{m_fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-    if (n < 0 && errno != EINTR) fail(fmt::format("poll failed: {}", std::strerror(errno)));
-    if (n <= 0) continue;
+    if (const int sig = interrupt_signal()) {
+      stop(false);  // the worker's whole group, at once
+      throw interrupted(sig);
+    }
+    // Wakes on the worker's output or on a signal (the self-pipe), whichever comes first.
+    const int revents = wait_readable(m_fd, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (revents == 0) continue;
     char buf[4096];
     const ssize_t got = ::read(m_fd, buf, sizeof(buf));
     if (got < 0 && errno == EINTR) continue;
@@ -125,6 +135,7 @@ std::string worker_process::read_line(const std::string& waiting_for) {
                                   ::strsignal(WTERMSIG(status)))
                     : how;
           ::kill(-m_pid, SIGKILL);  // whatever it started goes with it
+          unregister_child_group(m_pid);
           m_pid = -1;
           break;
         }
@@ -139,12 +150,19 @@ std::string worker_process::read_line(const std::string& waiting_for) {
 void worker_process::run_case(const std::string& dir, const std::string& who) {
   try {
     run(dir);
+  } catch (const interrupted&) {
+    throw;
   } catch (const error& e) {
     throw error(exit_code::m_backend, who, e.what());
   }
 }
 
 void worker_process::run(const std::string& dir) {
+  const std::string msg = request(dir);
+  if (!msg.empty()) throw_backend_error(m_label, fmt::format("ERR {}", msg));
+}
+
+std::string worker_process::request(const std::string& dir) {
   if (m_pid < 0) start();
   const std::string line = "RUN " + dir + "\n";
   std::size_t sent = 0;
@@ -155,16 +173,16 @@ void worker_process::run(const std::string& dir) {
     sent += static_cast<std::size_t>(n);
   }
   const std::string answer = read_line("OK or ERR");
-  if (answer == "OK" || answer.rfind("OK ", 0) == 0) return;
+  if (answer == "OK" || answer.rfind("OK ", 0) == 0) return {};
   if (answer.rfind("ERR", 0) == 0) {
-    const std::string msg = answer.size() > 4 ? answer.substr(4) : "(no message)";
-    throw_backend_error(fmt::format("exec worker '{}'", quote_words(m_argv)),
-                        fmt::format("ERR {}", msg));
+    const std::string msg = answer.size() > 4 ? sanitize_quoted(answer.substr(4)) : "";
+    return msg.empty() ? "(no message)" : msg;
   }
-  fail(fmt::format("answered '{}' to RUN", answer));
+  fail(fmt::format("answered '{}' to RUN", sanitize_quoted(answer)));
 }
 
 void worker_process::stop(bool graceful) noexcept {
+  if (interrupt_signal()) graceful = false;  // interrupted: no grace period
   if (m_pid > 0) {
     if (graceful && m_fd >= 0) {
       static const char quit[] = "QUIT\n";
@@ -174,6 +192,8 @@ void worker_process::stop(bool graceful) noexcept {
       for (int i = 0; i < 200; ++i) {
         int status = 0;
         if (::waitpid(m_pid, &status, WNOHANG) == m_pid) {
+          ::kill(-m_pid, SIGKILL);  // what it started and left behind
+          unregister_child_group(m_pid);
           m_pid = -1;
           break;
         }
@@ -185,6 +205,7 @@ void worker_process::stop(bool graceful) noexcept {
       ::kill(m_pid, SIGKILL);
       int status = 0;
       while (::waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {}
+      unregister_child_group(m_pid);
       m_pid = -1;
     }
   }

@@ -16,8 +16,11 @@
 // Worker lines that start with none of READY, OK, ERR are ignored. READY and each answer
 // must come within the time limit; a worker that times out or dies is killed with its process
 // group, the case fails, and the next case starts a fresh worker.
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "src/core/interrupt.hpp"
 
 namespace numprobe::exec {
 
@@ -25,7 +28,9 @@ inline constexpr int k_worker_protocol_version = 1;
 
 class worker_process {
  public:
-  worker_process(std::vector<std::string> argv, double timeout_s, std::string log_path);
+  // `label` names the worker in messages (default: exec worker 'CMD').
+  worker_process(std::vector<std::string> argv, double timeout_s, std::string log_path,
+                 std::string label = {});
   ~worker_process();
   worker_process(const worker_process&) = delete;
   worker_process& operator=(const worker_process&) = delete;
@@ -33,6 +38,10 @@ class worker_process {
   // Sends RUN <dir> (starting the worker first if needed) and waits for the answer. Throws a
   // backend error naming the command, with the last lines of its stderr.
   void run(const std::string& dir);
+  // Sends RUN <dir> and returns "" for OK or the ERR message (sanitized, one line); throws like
+  // run() when the worker dies, times out or answers something else. On SIGINT/SIGTERM the
+  // worker's group is killed and `interrupted` is thrown.
+  std::string request(const std::string& dir);
   // run(dir), its failure re-thrown as a backend error (exit 3) placed at `who` (the case).
   void run_case(const std::string& dir, const std::string& who);
   // How many times a worker process was started (1 for a healthy sweep).
@@ -46,12 +55,16 @@ class worker_process {
   [[noreturn]] void fail(const std::string& what);
 
   std::vector<std::string> m_argv;
+  std::string m_label;
   double m_timeout_s;
   std::string m_log;
   int m_pid = -1;
   int m_fd = -1;  // our end of the socket pair: the worker's stdin and stdout
   std::string m_buffer;
   int m_starts = 0;
+  // While a worker may be alive, a signal is deferred to the poll loop (so the worker's group
+  // is killed and the session folder removed) instead of ending numprobe.
+  std::unique_ptr<interrupt_scope> m_defer;
 };
 
 }  // namespace numprobe::exec

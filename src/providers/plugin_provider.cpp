@@ -2,19 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <dlfcn.h>
+#include <cstring>
 #include <fmt/format.h>
 #include <memory>
-
-#include <cstring>
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/kernel_abi.h"
+#include "src/providers/plugin_library.hpp"
+#include "src/providers/plugin_worker.hpp"
 #include "src/providers/provider.hpp"
-#if NUMPROBE_HAVE_CUDA
-#include "src/kernels/gpu/gpu_api.hpp"
-#endif
 
 namespace numprobe {
 namespace {
@@ -164,51 +161,36 @@ class host_tensor {
 
 class plugin_provider final : public attention_provider {
  public:
-  explicit plugin_provider(const provider_options& o) : m_device(o.device) {
+  plugin_provider(const provider_options& o, bool isolated) : m_device(o.device), m_isolated(isolated) {
     const auto colon = o.backend.find(':');
+    const std::string kind = o.backend.substr(0, colon);
     if (colon == std::string::npos || colon + 1 == o.backend.size())
-      throw_input_error("--backend plugin", "expected plugin:PATH to a shared library");
+      throw_input_error("--backend " + kind, fmt::format("expected {}:PATH to a shared library", kind));
     m_path = o.backend.substr(colon + 1);
     if (!o.faults.empty()) throw_input_error("--inject", "a plugin backend has no injectable faults");
     if (!o.states.empty()) throw_input_error("--state", "a plugin backend has no state dtypes");
+    if (isolated && !(o.exec_timeout_s > 0))
+      throw_input_error("--exec-timeout", "must be a positive number of seconds");
     parse_knobs(o);
-    dlerror();
-    m_handle = ::dlopen(m_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!m_handle) {
-      const char* e = dlerror();
-      throw_backend_error(place(), fmt::format("cannot load: {}", e ? e : "dlopen failed"));
+    if (isolated) {
+      m_worker = std::make_unique<plugin::worker_client>(m_path, m_device, o.exec_timeout_s);
+      m_info = m_worker->load();
+    } else {
+      m_library = std::make_unique<plugin::library>(m_path, m_device);
+      m_info = m_library->caps();
     }
-    try {
-      load();
-    } catch (...) {
-      ::dlclose(m_handle);
-      throw;
-    }
+    m_caps = m_info.caps;
+    if (m_caps.tile_q > 0 && m_caps.tile_k > 0) m_tiles = {m_caps.tile_q, m_caps.tile_k};
     if (o.tile) m_tiles = *o.tile;
-    if (m_decode_on && !m_decode_fn) {
-      // The message first: m_caps.name lives in the plugin's storage.
-      const std::string what = fmt::format("--decode needs a plugin offering split-KV decode "
-                                           "(NUMPROBE_OP_DECODE); '{}' offers attention forward only",
-                                           m_caps.name ? m_caps.name : "?");
-#if NUMPROBE_HAVE_CUDA
-      if (m_dm && m_stream) m_dm->destroy_stream(m_stream);
-#endif
-      ::dlclose(m_handle);
-      m_handle = nullptr;
-      throw_input_error(place("numprobe_attention_decode"), what);
-    }
-  }
-
-  ~plugin_provider() override {
-#if NUMPROBE_HAVE_CUDA
-    if (m_dm && m_stream) m_dm->destroy_stream(m_stream);
-#endif
-    if (m_handle) ::dlclose(m_handle);
+    if (m_decode_on && !(m_caps.ops & NUMPROBE_OP_DECODE))
+      throw_input_error(place("numprobe_attention_decode"),
+                        fmt::format("--decode needs a plugin offering split-KV decode "
+                                    "(NUMPROBE_OP_DECODE); '{}' offers attention forward only",
+                                    caps_name()));
   }
 
   std::string name() const override {
-    return fmt::format("plugin[{}{}]", m_caps.name ? m_caps.name : "?",
-                       m_caps.name ? ", " + m_path : m_path);
+    return fmt::format("{}[{}, {}]", m_isolated ? "plugin" : "plugin-inproc", caps_name(), m_path);
   }
   tile_shape tiles() const override { return m_tiles; }
   bool computes_row_subsets() const override { return false; }
@@ -262,21 +244,23 @@ class plugin_provider final : public attention_provider {
     p.memory = m_caps.memory;
     p.device = m_device;
     p.stream = nullptr;
-    int status = NUMPROBE_STATUS_OK;
-    if (m_caps.memory == NUMPROBE_MEMORY_HOST) {
-      status = m_forward(&p);
-    } else {
-      status = run_on_device(p, {&qh, &kh, &vh}, oh, lsef);
-    }
-    check_status(fn, status, c.id());
+    plugin::call call;
+    call.forward = p;
+    call.regions = {{qh.data(), qh.bytes(), false}, {kh.data(), kh.bytes(), false},
+                    {vh.data(), vh.bytes(), false}, {oh.data(), oh.bytes(), true}};
+    if (want_lse) call.regions.push_back({lsef.data(), lsef.size() * sizeof(float), true});
+    const plugin::call_result r = invoke(call, fn, c.id());
+    check_status(fn, r, c.id());
 
     return gather_rows(c, rows, oh, lsef, want_lse);
   }
 
   nlohmann::json metadata() const override {
     return {{"plugin", m_path},
-            {"name", m_caps.name ? m_caps.name : ""},
-            {"description", m_caps.description ? m_caps.description : ""},
+            {"name", m_info.name},
+            {"description", m_info.description},
+            {"isolation", m_isolated ? "worker process (time limit --exec-timeout per call)" : "in-process"},
+            {"worker_starts", m_worker ? nlohmann::json(m_worker->starts()) : nlohmann::json(nullptr)},
             {"abi_version", m_caps.abi_version},
             {"input_dtypes", dtype_list(m_caps.input_dtypes)},
             {"output_dtypes", dtype_list(m_caps.output_dtypes)},
@@ -290,17 +274,6 @@ class plugin_provider final : public attention_provider {
   }
 
  private:
-#if NUMPROBE_HAVE_CUDA
-  struct device_buffer {
-    const gpu::device_memory_api* dm;
-    void* ptr;
-    device_buffer(const gpu::device_memory_api* d, int dev, std::size_t n) : dm(d), ptr(d->alloc(dev, n)) {}
-    device_buffer(const device_buffer&) = delete;
-    device_buffer& operator=(const device_buffer&) = delete;
-    ~device_buffer() { dm->release(ptr); }
-  };
-#endif
-
   std::string place(const char* fn = nullptr) const {
     return fn ? fmt::format("plugin {}: {}", m_path, fn) : fmt::format("plugin {}", m_path);
   }
@@ -409,7 +382,8 @@ class plugin_provider final : public attention_provider {
       seq_lens[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(std::clamp<std::int64_t>(n, 0, S));
     }
 
-    // Base pointers (host, or device below) and the per-batch-element views.
+    // Host base pointers and the per-batch-element views (plugin_library.cpp stages them to
+    // the device for a CUDA-memory plugin).
     void* base[6] = {qh.data(), kh.data(), vh.data(), oh.data(), want_lse ? lsef.data() : nullptr,
                      seq_lens.data()};
     const std::size_t ib = dtype_bytes(in_dtype), ob = dtype_bytes(out_dtype);
@@ -442,64 +416,32 @@ class plugin_provider final : public attention_provider {
       p.stream = nullptr;
       return p;
     };
-    int status = NUMPROBE_STATUS_OK;
-    std::int64_t failed_b = 0;
-    if (m_caps.memory == NUMPROBE_MEMORY_HOST) {
-      for (std::int64_t b = 0; b < B && status == NUMPROBE_STATUS_OK; ++b) {
-        const numprobe_decode_params p = params_for(b);
-        status = m_decode_fn(&p);
-        failed_b = b;
-      }
-    } else {
-#if NUMPROBE_HAVE_CUDA
-      std::vector<std::unique_ptr<device_buffer>> bufs;
-      const auto upload = [&](int slot, const void* src, std::size_t bytes) {
-        bufs.push_back(std::make_unique<device_buffer>(m_dm, m_device, bytes));
-        m_dm->copy_to_device(bufs.back()->ptr, src, bytes);
-        base[slot] = bufs.back()->ptr;
-      };
-      upload(0, qh.data(), qh.bytes());
-      upload(1, kh.data(), kh.bytes());
-      upload(2, vh.data(), vh.bytes());
-      upload(5, seq_lens.data(), seq_lens.size() * sizeof(std::int32_t));
-      device_buffer od(m_dm, m_device, oh.bytes());
-      m_dm->fill(od.ptr, 0xFF, oh.bytes());  // NaN in every float dtype
-      base[3] = od.ptr;
-      std::unique_ptr<device_buffer> ld;
-      if (want_lse) {
-        ld = std::make_unique<device_buffer>(m_dm, m_device, lsef.size() * sizeof(float));
-        m_dm->fill(ld->ptr, 0xFF, lsef.size() * sizeof(float));
-        base[4] = ld->ptr;
-      }
-      for (std::int64_t b = 0; b < B && status == NUMPROBE_STATUS_OK; ++b) {
-        numprobe_decode_params p = params_for(b);
-        p.stream = m_stream;
-        status = m_decode_fn(&p);
-        failed_b = b;
-      }
-      try {
-        m_dm->synchronize(m_stream);
-      } catch (const error& e) {
-        throw_backend_error(place(fn), fmt::format("the plugin's work on numprobe's stream failed: {}", e.what()));
-      }
-      if (status == NUMPROBE_STATUS_OK) {
-        m_dm->copy_to_host(oh.data(), od.ptr, oh.bytes());
-        if (ld) m_dm->copy_to_host(lsef.data(), ld->ptr, lsef.size() * sizeof(float));
-      }
-#else
-      throw_backend_error(place(), "no CUDA backend compiled");
-#endif
-    }
-    check_status(fn, status, fmt::format("{} (batch element {})", c.id(), failed_b));
+    plugin::call call;
+    call.is_decode = true;
+    for (std::int64_t b = 0; b < B; ++b) call.decode.push_back(params_for(b));
+    call.regions = {{qh.data(), qh.bytes(), false}, {kh.data(), kh.bytes(), false},
+                    {vh.data(), vh.bytes(), false}, {oh.data(), oh.bytes(), true},
+                    {seq_lens.data(), seq_lens.size() * sizeof(std::int32_t), false}};
+    if (want_lse) call.regions.push_back({lsef.data(), lsef.size() * sizeof(float), true});
+    const plugin::call_result r = invoke(call, fn, c.id());
+    check_status(fn, r, fmt::format("{} (batch element {})", c.id(), r.failed_index));
     return gather_rows(c, rows, oh, lsef, want_lse);
   }
 
-  void check_status(const char* fn, int status, const std::string& what) const {
-    if (status == NUMPROBE_STATUS_OK) return;
-    const char* msg = m_last_error ? m_last_error() : nullptr;
-    throw_backend_error(place(fn), fmt::format("returned status {} for case {}{}", status, what,
-                                               msg && *msg ? fmt::format(": {}", msg) : ""));
+  // One call, in the worker or in this process. `who` of a worker failure names the plugin,
+  // the function and the case.
+  plugin::call_result invoke(plugin::call& call, const char* fn, const std::string& case_id) {
+    if (m_worker) return m_worker->invoke(call, fmt::format("{}, case {}", place(fn), case_id));
+    return m_library->invoke(call);
   }
+
+  void check_status(const char* fn, const plugin::call_result& r, const std::string& what) const {
+    if (r.status == NUMPROBE_STATUS_OK) return;
+    throw_backend_error(place(fn), fmt::format("returned status {} for case {}{}", r.status, what,
+                                               r.message.empty() ? "" : fmt::format(": {}", r.message)));
+  }
+
+  std::string caps_name() const { return m_info.name.empty() ? "?" : m_info.name; }
 
   // The rows the case asks for, out of the plugin's [rows, H, D] output (and LSE).
   static attention_output gather_rows(const attention_case& c, std::span<const std::int64_t> rows,
@@ -522,133 +464,38 @@ class plugin_provider final : public attention_provider {
 
   [[noreturn]] void unsupported(const char* fn, const std::string& what) const {
     throw_backend_error(place(fn), fmt::format("does not support {} (capabilities of '{}')", what,
-                                               m_caps.name ? m_caps.name : "?"));
-  }
-
-  template <class F>
-  F symbol(const char* fn, bool required) {
-    dlerror();
-    void* s = ::dlsym(m_handle, fn);
-    if (!s && required)
-      throw_backend_error(place(fn), "the plugin does not export this required function");
-    return reinterpret_cast<F>(s);
-  }
-
-  void load() {
-    auto version = symbol<numprobe_kernel_abi_version_fn>("numprobe_kernel_abi_version", true);
-    const std::uint32_t v = version();
-    if (v != NUMPROBE_KERNEL_ABI_VERSION)
-      throw_backend_error(place("numprobe_kernel_abi_version"),
-                          fmt::format("the plugin was built for kernel ABI version {}, this numprobe "
-                                      "speaks version {}; rebuild it against this numprobe's "
-                                      "numprobe/kernel_abi.h",
-                                      v, NUMPROBE_KERNEL_ABI_VERSION));
-    auto caps = symbol<numprobe_kernel_capabilities_fn>("numprobe_kernel_capabilities", true);
-    m_caps.struct_size = sizeof(m_caps);
-    if (const int s = caps(&m_caps); s != NUMPROBE_STATUS_OK)
-      throw_backend_error(place("numprobe_kernel_capabilities"), fmt::format("returned status {}", s));
-    if (m_caps.abi_version != NUMPROBE_KERNEL_ABI_VERSION)
-      throw_backend_error(place("numprobe_kernel_capabilities"),
-                          fmt::format("reports ABI version {}, numprobe speaks {}",
-                                      m_caps.abi_version, NUMPROBE_KERNEL_ABI_VERSION));
-    m_last_error = symbol<numprobe_kernel_last_error_fn>("numprobe_kernel_last_error", false);
-    if (!(m_caps.ops & NUMPROBE_OP_ATTENTION_FORWARD))
-      throw_backend_error(place("numprobe_kernel_capabilities"),
-                          "the plugin does not offer attention forward (NUMPROBE_OP_ATTENTION_FORWARD)");
-    m_forward = symbol<numprobe_attention_forward_fn>("numprobe_attention_forward", true);
-    // Optional ops must be exported when advertised.
-    if (m_caps.ops & NUMPROBE_OP_DECODE)
-      m_decode_fn = symbol<numprobe_attention_decode_fn>("numprobe_attention_decode", true);
-    if (m_caps.ops & NUMPROBE_OP_QUANTIZE)
-      (void)symbol<numprobe_quantize_fn>("numprobe_quantize", true);
-    if (m_caps.memory == NUMPROBE_MEMORY_CUDA) {
-#if NUMPROBE_HAVE_CUDA
-      m_dm = &gpu::cuda_device_memory_api();
-      if (m_dm->device_count() == 0)
-        throw_backend_error(place("numprobe_kernel_capabilities"),
-                            "the plugin wants CUDA device memory and no CUDA device is visible");
-      m_stream = m_dm->create_stream(m_device);
-#else
-      throw_backend_error(place("numprobe_kernel_capabilities"),
-                          "the plugin wants CUDA device memory; no CUDA backend compiled into "
-                          "this numprobe");
-#endif
-    } else if (m_caps.memory != NUMPROBE_MEMORY_HOST) {
-      throw_backend_error(place("numprobe_kernel_capabilities"),
-                          fmt::format("the plugin wants {} memory; this numprobe passes host or "
-                                      "CUDA device pointers only",
-                                      m_caps.memory == NUMPROBE_MEMORY_HIP ? "HIP device"
-                                                                           : fmt::format("memory#{}", m_caps.memory)));
-    }
-    if (m_caps.tile_q > 0 && m_caps.tile_k > 0) m_tiles = {m_caps.tile_q, m_caps.tile_k};
-  }
-
-  // Device-memory plugins: numprobe allocates device buffers, copies the inputs, poisons the
-  // outputs, passes device pointers and its own stream, synchronises that stream, reads back.
-  int run_on_device(numprobe_attention_params& p, std::initializer_list<host_tensor*> inputs,
-                    host_tensor& o, std::vector<float>& lse) {
-#if NUMPROBE_HAVE_CUDA
-    std::vector<std::unique_ptr<device_buffer>> bufs;
-    numprobe_tensor* in_t[] = {&p.q, &p.k, &p.v};
-    int i = 0;
-    for (host_tensor* h : inputs) {
-      bufs.push_back(std::make_unique<device_buffer>(m_dm, m_device, h->bytes()));
-      m_dm->copy_to_device(bufs.back()->ptr, h->data(), h->bytes());
-      in_t[i++]->data = bufs.back()->ptr;
-    }
-    device_buffer od(m_dm, m_device, o.bytes());
-    m_dm->fill(od.ptr, 0xFF, o.bytes());  // NaN in f32/f16/bf16 (and f64)
-    p.o.data = od.ptr;
-    std::unique_ptr<device_buffer> ld;
-    if (!lse.empty()) {
-      ld = std::make_unique<device_buffer>(m_dm, m_device, lse.size() * sizeof(float));
-      m_dm->fill(ld->ptr, 0xFF, lse.size() * sizeof(float));
-      p.lse.data = ld->ptr;
-    }
-    p.stream = m_stream;
-    const int status = m_forward(&p);
-    try {
-      m_dm->synchronize(m_stream);
-    } catch (const error& e) {
-      throw_backend_error(place("numprobe_attention_forward"),
-                          fmt::format("the plugin's work on numprobe's stream failed: {}", e.what()));
-    }
-    if (status == NUMPROBE_STATUS_OK) {
-      m_dm->copy_to_host(o.data(), od.ptr, o.bytes());
-      if (ld) m_dm->copy_to_host(lse.data(), ld->ptr, lse.size() * sizeof(float));
-    }
-    return status;
-#else
-    (void)p, (void)inputs, (void)o, (void)lse;
-    throw_backend_error(place(), "no CUDA backend compiled");
-#endif
+                                               caps_name()));
   }
 
   std::string m_path;
   int m_device = 0;
-#if NUMPROBE_HAVE_CUDA
-  const gpu::device_memory_api* m_dm = nullptr;
-#endif
-  void* m_stream = nullptr;
-  void* m_handle = nullptr;
-  numprobe_capabilities m_caps{};
-  numprobe_attention_forward_fn m_forward = nullptr;
-  numprobe_kernel_last_error_fn m_last_error = nullptr;
-  numprobe_attention_decode_fn m_decode_fn = nullptr;
+  bool m_isolated = true;
+  std::unique_ptr<plugin::worker_client> m_worker;  // plugin:PATH
+  std::unique_ptr<plugin::library> m_library;       // plugin-inproc:PATH
+  plugin::capabilities m_info;
+  numprobe_capabilities m_caps{};  // m_info.caps (its string pointers are null)
   bool m_decode_on = false;
   std::int64_t m_splits = 4;  // --splits (the cuda/emu default)
   tile_shape m_tiles;
 };
 
 std::unique_ptr<attention_provider> make_plugin(const provider_options& o) {
-  return std::make_unique<plugin_provider>(o);
+  return std::make_unique<plugin_provider>(o, true);
+}
+
+std::unique_ptr<attention_provider> make_plugin_inproc(const provider_options& o) {
+  return std::make_unique<plugin_provider>(o, false);
 }
 
 }  // namespace
 
 void register_plugin_provider() {
   register_attention_provider("plugin", &make_plugin,
-                              "kernel in a shared library: plugin:lib.so (numprobe/kernel_abi.h)");
+                              "kernel in a shared library, run in a worker process: plugin:lib.so "
+                              "(numprobe/kernel_abi.h; --exec-timeout per call)");
+  register_attention_provider("plugin-inproc", &make_plugin_inproc,
+                              "the same plugin called in numprobe's own process: plugin-inproc:lib.so "
+                              "(faster; a crash or hang of the plugin takes numprobe down)");
 }
 
 }  // namespace numprobe

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -13,6 +14,13 @@
 
 namespace numprobe {
 namespace {
+
+// plugin:PATH runs the plugin in a numprobe worker process (plugin_worker.hpp); this test
+// program is not numprobe, so it names the binary (ctest sets it too).
+const bool k_worker_set = [] {
+  ::setenv("NUMPROBE_PLUGIN_WORKER", (std::string(NUMPROBE_BINARY_DIR) + "/numprobe").c_str(), 0);
+  return true;
+}();
 
 provider_options plugin(const std::string& path) {
   provider_options o;

@@ -1,0 +1,170 @@
+#include "src/providers/plugin_library.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <memory>
+
+#include "numprobe/core/error.hpp"
+#include "src/core/quoted_text.hpp"
+#if NUMPROBE_HAVE_CUDA
+#include "src/kernels/gpu/gpu_api.hpp"
+#endif
+
+namespace numprobe::plugin {
+
+library::library(std::string path, int device) : m_path(std::move(path)), m_device(device) {
+  dlerror();
+  m_handle = ::dlopen(m_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!m_handle) {
+    const char* e = dlerror();
+    throw_backend_error(place(), fmt::format("cannot load: {}", sanitize_quoted(e ? e : "dlopen failed")));
+  }
+  try {
+    load();
+  } catch (...) {
+    ::dlclose(m_handle);
+    m_handle = nullptr;
+    throw;
+  }
+}
+
+library::~library() {
+#if NUMPROBE_HAVE_CUDA
+  if (m_dm && m_stream) static_cast<const gpu::device_memory_api*>(m_dm)->destroy_stream(m_stream);
+#endif
+  if (m_handle) ::dlclose(m_handle);
+}
+
+std::string library::place(const char* fn) const {
+  return fn ? fmt::format("plugin {}: {}", m_path, fn) : fmt::format("plugin {}", m_path);
+}
+
+template <class F>
+F library::symbol(const char* fn, bool required) {
+  dlerror();
+  void* s = ::dlsym(m_handle, fn);
+  if (!s && required) throw_backend_error(place(fn), "the plugin does not export this required function");
+  return reinterpret_cast<F>(s);
+}
+
+void library::load() {
+  auto version = symbol<numprobe_kernel_abi_version_fn>("numprobe_kernel_abi_version", true);
+  const std::uint32_t v = version();
+  if (v != NUMPROBE_KERNEL_ABI_VERSION)
+    throw_backend_error(place("numprobe_kernel_abi_version"),
+                        fmt::format("the plugin was built for kernel ABI version {}, this numprobe "
+                                    "speaks version {}; rebuild it against this numprobe's "
+                                    "numprobe/kernel_abi.h",
+                                    v, NUMPROBE_KERNEL_ABI_VERSION));
+  auto caps_fn = symbol<numprobe_kernel_capabilities_fn>("numprobe_kernel_capabilities", true);
+  numprobe_capabilities& caps = m_caps.caps;
+  caps.struct_size = sizeof(caps);
+  if (const int s = caps_fn(&caps); s != NUMPROBE_STATUS_OK)
+    throw_backend_error(place("numprobe_kernel_capabilities"), fmt::format("returned status {}", s));
+  // The strings live in the plugin's storage: copy them, and never pass the pointers on.
+  m_caps.name = caps.name ? sanitize_quoted(caps.name) : "";
+  m_caps.description = caps.description ? sanitize_quoted(caps.description) : "";
+  caps.name = caps.description = nullptr;
+  if (caps.abi_version != NUMPROBE_KERNEL_ABI_VERSION)
+    throw_backend_error(place("numprobe_kernel_capabilities"),
+                        fmt::format("reports ABI version {}, numprobe speaks {}", caps.abi_version,
+                                    NUMPROBE_KERNEL_ABI_VERSION));
+  m_last_error = symbol<numprobe_kernel_last_error_fn>("numprobe_kernel_last_error", false);
+  if (!(caps.ops & NUMPROBE_OP_ATTENTION_FORWARD))
+    throw_backend_error(place("numprobe_kernel_capabilities"),
+                        "the plugin does not offer attention forward (NUMPROBE_OP_ATTENTION_FORWARD)");
+  m_forward = symbol<numprobe_attention_forward_fn>("numprobe_attention_forward", true);
+  // Optional ops must be exported when advertised.
+  if (caps.ops & NUMPROBE_OP_DECODE)
+    m_decode = symbol<numprobe_attention_decode_fn>("numprobe_attention_decode", true);
+  if (caps.ops & NUMPROBE_OP_QUANTIZE) (void)symbol<numprobe_quantize_fn>("numprobe_quantize", true);
+  if (caps.memory == NUMPROBE_MEMORY_CUDA) {
+#if NUMPROBE_HAVE_CUDA
+    const auto* dm = &gpu::cuda_device_memory_api();
+    if (dm->device_count() == 0)
+      throw_backend_error(place("numprobe_kernel_capabilities"),
+                          "the plugin wants CUDA device memory and no CUDA device is visible");
+    m_dm = dm;
+    m_stream = dm->create_stream(m_device);
+#else
+    throw_backend_error(place("numprobe_kernel_capabilities"),
+                        "the plugin wants CUDA device memory; no CUDA backend compiled into this numprobe");
+#endif
+  } else if (caps.memory != NUMPROBE_MEMORY_HOST) {
+    throw_backend_error(place("numprobe_kernel_capabilities"),
+                        fmt::format("the plugin wants {} memory; this numprobe passes host or CUDA "
+                                    "device pointers only",
+                                    caps.memory == NUMPROBE_MEMORY_HIP ? "HIP device"
+                                                                       : fmt::format("memory#{}", caps.memory)));
+  }
+}
+
+call_result library::invoke(call& c) {
+  call_result r;
+  const char* fn = c.is_decode ? "numprobe_attention_decode" : "numprobe_attention_forward";
+  if (c.is_decode && !m_decode) throw_backend_error(place(fn), "the plugin does not offer decode");
+  const auto run_all = [&](void* stream) {
+    if (!c.is_decode) {
+      c.forward.stream = stream;
+      r.status = m_forward(&c.forward);
+      return;
+    }
+    for (std::size_t i = 0; i < c.decode.size(); ++i) {
+      c.decode[i].stream = stream;
+      r.status = m_decode(&c.decode[i]);
+      r.failed_index = static_cast<std::int64_t>(i);
+      if (r.status != NUMPROBE_STATUS_OK) break;
+    }
+  };
+  if (m_caps.caps.memory == NUMPROBE_MEMORY_HOST) {
+    run_all(nullptr);
+  } else {
+#if NUMPROBE_HAVE_CUDA
+    // numprobe allocates device buffers, copies the inputs, poisons the outputs, passes device
+    // pointers and its own stream, synchronises that stream and reads back.
+    const auto* dm = static_cast<const gpu::device_memory_api*>(m_dm);
+    struct device_buffer {
+      const gpu::device_memory_api* dm;
+      void* ptr;
+      device_buffer(const gpu::device_memory_api* d, int dev, std::size_t n) : dm(d), ptr(d->alloc(dev, n)) {}
+      device_buffer(const device_buffer&) = delete;
+      device_buffer& operator=(const device_buffer&) = delete;
+      ~device_buffer() { dm->release(ptr); }
+    };
+    std::vector<std::unique_ptr<device_buffer>> bufs;
+    for (const region& g : c.regions) {
+      bufs.push_back(std::make_unique<device_buffer>(dm, m_device, g.bytes));
+      if (g.output) dm->fill(bufs.back()->ptr, 0xFF, g.bytes);
+      else dm->copy_to_device(bufs.back()->ptr, g.host, g.bytes);
+    }
+    for_each_tensor(c, [&](numprobe_tensor& t) {
+      if (!t.data) return;
+      const auto* p = static_cast<const unsigned char*>(t.data);
+      for (std::size_t i = 0; i < c.regions.size(); ++i) {
+        const auto* h = static_cast<const unsigned char*>(c.regions[i].host);
+        if (p >= h && p <= h + c.regions[i].bytes) {
+          t.data = static_cast<unsigned char*>(bufs[i]->ptr) + (p - h);
+          return;
+        }
+      }
+      throw_backend_error(place(fn), "internal error: a tensor outside every staged buffer");
+    });
+    run_all(m_stream);
+    try {
+      dm->synchronize(m_stream);
+    } catch (const error& e) {
+      throw_backend_error(place(fn), fmt::format("the plugin's work on numprobe's stream failed: {}", e.what()));
+    }
+    if (r.status == NUMPROBE_STATUS_OK)
+      for (std::size_t i = 0; i < c.regions.size(); ++i)
+        if (c.regions[i].output) dm->copy_to_host(c.regions[i].host, bufs[i]->ptr, c.regions[i].bytes);
+#else
+    throw_backend_error(place(), "no CUDA backend compiled");
+#endif
+  }
+  if (r.status != NUMPROBE_STATUS_OK && m_last_error)
+    if (const char* msg = m_last_error(); msg && *msg) r.message = sanitize_quoted(msg);
+  return r;
+}
+
+}  // namespace numprobe::plugin
