@@ -19,6 +19,8 @@ void print_point(const probes::attention_point& p, const attention_provider& pro
   fmt::print("rows      {} of {} query rows{} (x {} heads)\n\n", p.rows_evaluated,
              p.queries, p.rows_evaluated < p.queries ? " (stratified sample)" : "",
              p.kernel.per_row.empty() ? 0 : p.kernel.per_row.size() / std::max<std::size_t>(1, p.rows_evaluated));
+  // NaN/Inf first and on one line: it is the finding, and the table below reads inf throughout.
+  if (p.nonfinite.total() > 0) fmt::print("NaN/Inf   {}\n\n", p.nonfinite.summary());
   text_table t({"metric", "kernel", "naive", "end-to-end"});
   auto row = [&](const char* name, auto get) {
     t.add({name, sci(get(p.kernel)), sci(get(p.naive)),
@@ -32,6 +34,11 @@ void print_point(const probes::attention_point& p, const attention_provider& pro
   t.add({"nan/inf", fmt::format("{}/{}", p.kernel.nan_count, p.kernel.inf_count),
          fmt::format("{}/{}", p.naive.nan_count, p.naive.inf_count),
          p.end_to_end ? fmt::format("{}/{}", p.end_to_end->nan_count, p.end_to_end->inf_count) : "-"});
+  auto lse_counts = [](const auto& e) {
+    return e.lse_known ? fmt::format("{}/{}", e.lse_nan_count, e.lse_inf_count) : std::string("no LSE");
+  };
+  t.add({"lse nan/inf", lse_counts(p.kernel), lse_counts(p.naive),
+         p.end_to_end ? lse_counts(*p.end_to_end) : "-"});
   t.print();
   fmt::print("\nratio_to_naive  {}   (kernel rel_rms / naive same-precision rel_rms; healthy <= 2)\n",
              fixed3(p.ratio_to_naive));
@@ -49,9 +56,9 @@ void print_point(const probes::attention_point& p, const attention_provider& pro
     fmt::print("{} {}  measured {}\n", m && b.holds(*m) ? "PASS" : "FAIL", b.text(),
                m ? sci(*m) : std::string("n/a"));
   }
-  if (p.kernel.nan_count || p.kernel.inf_count)
-    fmt::print("FAIL the candidate output holds NaN or Inf ({} NaN, {} Inf)\n", p.kernel.nan_count,
-               p.kernel.inf_count);
+  if (p.nonfinite_total() > 0)
+    fmt::print("FAIL the candidate output holds NaN or Inf ({} NaN, {} Inf in O; {} NaN, {} Inf in LSE)\n",
+               p.kernel.nan_count, p.kernel.inf_count, p.kernel.lse_nan_count, p.kernel.lse_inf_count);
 }
 
 }  // namespace
@@ -82,7 +89,7 @@ void setup_attention(CLI::App& app) {
     po.end_to_end = !f.no_e2e;
     const auto p = probes::run_attention_point(*prov, c, po);
 
-    bool breach = p.kernel.nan_count > 0 || p.kernel.inf_count > 0;
+    bool breach = p.nonfinite_total() > 0;  // NaN/Inf in O or LSE is always a finding
     nlohmann::json gates = nlohmann::json::array();
     for (const auto& b : bounds) {
       const auto m = p.metric(b.metric);

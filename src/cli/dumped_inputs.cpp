@@ -28,7 +28,6 @@ class dumped_candidate final : public attention_provider {
     const fs::path lse = fs::path(m_path).parent_path() / "lse.npy";
     exec::output_read_options ro;
     ro.code = exit_code::m_input;
-    ro.allow_nan = true;  // NaN in a dump is a finding for the report, not an unreadable file
     ro.who = "--candidate";
     return exec::read_attention_output(m_path, lse.string(), in.c(), rows, ro);
   }

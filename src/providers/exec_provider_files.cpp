@@ -168,17 +168,10 @@ attention_output read_attention_output(const std::string& o_path,
   const bool have_lse = lse_path && std::filesystem::exists(*lse_path);
   if (have_lse) lse_all = load(*lse_path, "lse.npy", {bt, hq}, {b, t, hq});
 
-  if (!opts.allow_nan) {
-    for (std::size_t i = 0; i < o_all.size(); ++i)
-      if (std::isnan(o_all[i]))
-        fail(o_path, fmt::format("NaN in the output (first at flat row {}, head {}, d {})",
-                                 i / (hq * d), (i / d) % hq, i % d));
-    for (std::size_t i = 0; i < lse_all.size(); ++i)
-      if (std::isnan(lse_all[i]))
-        fail(*lse_path, fmt::format("NaN in the LSE (first at flat row {}, head {})", i / hq, i % hq));
-  }
-
+  // NaN/Inf are not checked here: a kernel that writes them has run and produced a result, and
+  // the metrics count and place them (an accuracy finding, exit 1), as for the emulator.
   attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, c.head_dim);
+  out.lse_known = have_lse;
   const std::size_t row_elems = hq * d;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto r = static_cast<std::size_t>(rows[i]);

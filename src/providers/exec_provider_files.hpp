@@ -37,12 +37,13 @@ void write_case_dir(const std::string& dir, const attention_inputs& in);
 
 struct output_read_options {
   exit_code code = exit_code::m_backend;  // how failures are reported (exec: 3, dumps: 2)
-  bool allow_nan = false;  // dumps: NaN is a finding for the metrics, not a file error
   std::string who;         // prefix of messages, e.g. "exec backend, case attention(...)"
 };
 
 // Reads an attention output [B*T, Hq, D] (+ optional LSE) and returns the requested flat rows.
-// Checks the file's dtype and shape, and NaN unless allowed. A missing lse gives NaN LSE.
+// Checks the file's dtype and shape. NaN and Inf values are read as they are: they are findings
+// for the metrics (exit 1 with the report), not file errors. A missing lse gives NaN LSE with
+// lse_known = false (LSE not judged).
 [[nodiscard]] attention_output read_attention_output(const std::string& o_path,
                                                      const std::optional<std::string>& lse_path,
                                                      const attention_case& c,

@@ -13,6 +13,10 @@ struct attention_output {
   std::int64_t head_dim = 0;
   std::vector<double> o;    // [rows, Hq, D]
   std::vector<double> lse;  // [rows, Hq]; natural log; -inf for a fully masked row
+  // False when the implementation gives no LSE at all (an exec kernel without lse.npy, a
+  // plugin without NUMPROBE_FEATURE_LSE): lse is then NaN and is not judged. A NaN in a
+  // given LSE is a finding, so the two must not be told apart by the values.
+  bool lse_known = true;
 
   [[nodiscard]] double& o_at(std::size_t i, std::int64_t h, std::int64_t d) {
     return o[(i * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h)) *
