@@ -1,5 +1,7 @@
 #include "probes/bisect.hpp"
 
+#include "probes/audit.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
@@ -34,9 +36,19 @@ bisect_result run_bisect(const bisect_options& o) {
 
   // 1. Length.
   r.length = bisect_length(ctx, base, o.seq_lo, o.seq_hi);
+  r.inferred_tile = r.length.inferred;
   r.failure_found = r.length.found;
   if (!r.failure_found) {
-    r.classification = "no failure";
+    // A case that passes at every length: the audit's family sweep (every class's probe against
+    // its control) instead of stopping at "no failure" -- a finite sentinel or a GQA bug does
+    // not show under the case's own inputs.
+    const tile_shape kt = ctx.tiles();
+    std::vector<audit_error> errors;
+    r.family_sweep = run_audit_classes(ctx, base, o.seq_hi, false, kt.q, kt.k, errors);
+    r.family_sweep_ran = true;
+    r.candidates = failing_classes(r.family_sweep);
+    if (r.candidates.empty()) r.classification = "no failure";
+    else r.classification = r.candidates.size() == 1 ? r.candidates.front() : "ambiguous";
     r.trace = ctx.trace();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;

@@ -61,7 +61,8 @@ bisect_step& bisect_context::evaluate(const std::string& stage, const attention_
   s.rel_rms = p.kernel.rel_rms;
   s.ratio_to_naive = p.ratio_to_naive;
   s.lse_max_abs = p.kernel.lse_max_abs;
-  s.nan_count = p.kernel.nan_count + p.kernel.inf_count;
+  s.bias = p.kernel.bias;
+  s.nan_count = p.kernel.nonfinite_total();
   s.failed = s.nan_count > 0;
   for (std::size_t i = 0; i < m_bounds.size(); ++i) {
     const double v = p.metric(m_bounds[i].metric).value_or(std::nan(""));

@@ -27,6 +27,9 @@ struct bisect_step {
   double rel_rms = 0.0;
   double ratio_to_naive = 0.0;
   double lse_max_abs = 0.0;
+  // Signed bias of O along the reference, <o - r, r> / <r, r>: negative when mass is lost from
+  // the numerator only (fp8 P with an unquantized l), positive when l falls short (a stalled sum).
+  double bias = 0.0;
   double gate_value = 0.0;    // the first bound's metric
   std::int64_t nan_count = 0;  // NaN + Inf in the candidate
   bool failed = false;         // a bound breached, or NaN/Inf in the output
@@ -57,6 +60,8 @@ class bisect_context {
   // Tiles of the provider under test ({0,0}: opaque).
   [[nodiscard]] tile_shape tiles();
   [[nodiscard]] std::string provider_name();
+  // The provider under test itself (for probes that drive it directly: tile inference).
+  [[nodiscard]] attention_provider& provider() { return provider_for(m_base); }
   [[nodiscard]] nlohmann::json provider_metadata();
   // Whether the backend exposes its state dtypes and tiles (the emulator).
   [[nodiscard]] bool state_knobs() const { return m_base.backend == "emu"; }

@@ -57,8 +57,8 @@ void softmax_case::validate() const {
     throw_input_error("--temperature", "must be finite and > 0");
   if (!std::isfinite(softcap) || softcap < 0) throw_input_error("--softcap", "must be finite and >= 0");
   if (!std::isfinite(logit_shift)) throw_input_error("--shift", "must be finite");
-  if (dist == input_dist::m_constant_v)
-    throw_input_error("--dist", "constant-v has no meaning for softmax rows");
+  if (dist == input_dist::m_constant_v || dist == input_dist::m_sink || dist == input_dist::m_flat)
+    throw_input_error("--dist", fmt::format("{} has no meaning for softmax rows", numprobe::to_string(dist)));
 }
 
 std::string softmax_case::id() const {
@@ -121,7 +121,9 @@ double softmax_logit(const softmax_case& c, std::int64_t row, std::int64_t i) {
     case input_dist::m_max_first: return (i == 0 ? 24.0 : -24.0 * frac) + 0.5 * z;
     case input_dist::m_diffuse: return 0.01 * z;  // near-uniform: the row sum is the whole story
     case input_dist::m_shifted: return 2.0 * z + c.logit_shift;
-    case input_dist::m_constant_v: return z;
+    case input_dist::m_constant_v:
+    case input_dist::m_flat:
+    case input_dist::m_sink: return z;
   }
   return z;
 }

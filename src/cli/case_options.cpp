@@ -29,7 +29,7 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
   sub->add_option("--window", f.window, "sliding window W (mask=window)");
   sub->add_option("--softcap", f.softcap, "logit softcap (0: off)");
   sub->add_option("--dist", f.dist,
-                  "inputs: normal|uniform|llm|rescale-stress|max-first|diffuse|shifted|constant-v")
+                  "inputs: normal|uniform|llm|rescale-stress|max-first|diffuse|shifted|constant-v|flat|sink")
       ->capture_default_str();
   sub->add_option("--shift", f.shift, "logit shift for --dist shifted")->capture_default_str();
   sub->add_option("--seed", f.seed, "input seed")->capture_default_str();

@@ -16,6 +16,7 @@ void setup_quant(CLI::App& app);
 void setup_attention(CLI::App& app);
 void setup_drift(CLI::App& app);
 void setup_bisect(CLI::App& app);
+void setup_audit(CLI::App& app);
 void setup_kvcache(CLI::App& app);
 void setup_softmax(CLI::App& app);
 void setup_scan(CLI::App& app);

@@ -20,7 +20,7 @@ constexpr std::array<std::pair<mask_kind, std::string_view>, 5> k_masks{{
     {mask_kind::m_ranges, "ranges"},
 }};
 
-constexpr std::array<std::pair<input_dist, std::string_view>, 8> k_dists{{
+constexpr std::array<std::pair<input_dist, std::string_view>, 10> k_dists{{
     {input_dist::m_normal, "normal"},
     {input_dist::m_uniform, "uniform"},
     {input_dist::m_llm, "llm"},
@@ -29,6 +29,8 @@ constexpr std::array<std::pair<input_dist, std::string_view>, 8> k_dists{{
     {input_dist::m_diffuse, "diffuse"},
     {input_dist::m_shifted, "shifted"},
     {input_dist::m_constant_v, "constant-v"},
+    {input_dist::m_flat, "flat"},
+    {input_dist::m_sink, "sink"},
 }};
 
 }  // namespace

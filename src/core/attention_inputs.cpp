@@ -95,6 +95,22 @@ double attention_input_value(const attention_case& c, tensor_role role, std::int
       const double a = std::sqrt(std::fabs(c.logit_shift) / scale);
       return role == tensor_role::m_q ? a : std::copysign(a, c.logit_shift);
     }
+    case input_dist::m_flat:
+      // The same key at every position (a function of head and channel only): logits equal
+      // bit for bit along a row, so the row max is set by the first key and never rises.
+      if (role != tensor_role::m_k) return z;
+      return normal_at(c.seed, element_stream(role, b), element_counter(c, role, 0, head, d));
+    case input_dist::m_sink: {
+      // Logit +h on key 0 and -h on every other key (h = ln(1e4) / 2), small noise elsewhere:
+      // every key but the sink has P ~ 1e-4 of the running max, below e4m3's subnormals, and
+      // at S = 8192 they hold about 45% of the mass. V has mean 1, so O ~ 1 whatever the weights
+      // and only a loss from the numerator alone (not from l) moves it.
+      if (role == tensor_role::m_v) return 1.0 + 0.25 * z;
+      if (d != 0) return k_trend_noise * z;
+      const double a = std::sqrt(0.5 * std::log(1.0e4) / scale);
+      if (role == tensor_role::m_q) return a;
+      return pos == 0 ? a : -a;
+    }
     case input_dist::m_constant_v:
       if (role != tensor_role::m_v) return z;
       // Distinct per KV head and channel, identical for every key: O must equal it exactly.

@@ -39,6 +39,10 @@ enum class input_dist : std::uint8_t {
   m_diffuse,         // near-uniform attention (tiny logits): long running sums
   m_shifted,         // every logit shifted by a large negative constant (finite sentinels)
   m_constant_v,      // V constant per KV head (distinct per head): GQA mapping, accumulation
+  m_flat,            // K identical at every position: every logit of a row equal, exact uniform
+                     // attention, the running max never rises (reductions, wavefront width)
+  m_sink,            // one key (the first) far above the rest, which sit at P ~ 1e-4 of it; V with
+                     // mean 1: mass lost from the numerator only (fp8 P) biases O low
 };
 
 [[nodiscard]] std::string_view to_string(input_dist d);

@@ -1,0 +1,111 @@
+#include "probes/audit.hpp"
+
+#include <chrono>
+#include <fmt/format.h>
+
+#include "probes/bisect.hpp"
+#include "probes/bisect_fp8.hpp"
+#include "numprobe/formats/format.hpp"
+#include <algorithm>
+
+namespace numprobe::probes {
+
+bound default_audit_bound(const provider_options& po) {
+  if (active_fp8_points(po).empty()) return default_bisect_bound();
+  // fp8 points quantize inside the kernel, where the reference cannot follow: the baseline ratio
+  // is meaningless, and the bound is the format's own rounding instead.
+  double u = 0.0;
+  for (const char* knob : {"kv-format", "p-format"})
+    if (po.knobs.count(knob)) u = std::max(u, formats::unit_roundoff(formats::parse_format(po.knobs.at(knob), knob)));
+  if (u == 0.0) u = formats::unit_roundoff(formats::format_id::m_e4m3fn);
+  bound b = parse_bound(fmt::format("rel_rms<={:g}", 2.0 * u));
+  b.basis = fmt::format("twice the unit roundoff {:g} of the fp8 format K/V or P are quantized to", u);
+  return b;
+}
+
+audit_result run_audit(const audit_options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  audit_result r;
+  std::vector<bound> bounds = o.bounds.empty() ? std::vector<bound>{default_audit_bound(o.provider)} : o.bounds;
+  for (const auto& b : bounds) r.bounds.push_back(b.text());
+  bisect_context ctx(o.provider, bounds, o.probe);
+  ctx.on_step = o.on_step;
+  r.provider = ctx.provider_name();
+  r.provider_metadata = ctx.provider_metadata();
+  attention_case base = o.base;
+  base.seq = std::min(base.seq, o.seq_hi);
+  base.validate();
+  r.base_case = base.id();
+
+  // The kernel's tiles: its own, else inferred, else every common tile size.
+  r.tiles = ctx.tiles();
+  if (r.tiles.known()) {
+    r.tile_q = r.tiles.q;
+    r.tile_k = r.tiles.k;
+    r.tile_source = o.provider.tile ? "--tile" : "kernel";
+  } else {
+    r.inferred = infer_tile(ctx.provider(), base);
+    if (r.inferred.known()) {
+      r.tile_k = r.inferred.k;
+      r.tile_q = r.inferred.q;
+      r.tile_source = "inferred";
+    } else {
+      r.tile_source = "common sizes";
+    }
+  }
+  r.classes = run_audit_classes(ctx, base, o.seq_hi, o.quick, r.tile_q, r.tile_k, r.errors);
+  r.healthy = failing_classes(r.classes).empty() && r.errors.empty();
+  r.trace = ctx.trace();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+nlohmann::json to_json(const audit_class& c) {
+  return {{"name", c.name}, {"verdict", c.verdict}, {"evidence", c.evidence}, {"cases", c.cases}, {"steps", c.steps}};
+}
+
+nlohmann::json to_json(const audit_result& r, bool with_seconds) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (const auto& c : r.classes) classes.push_back(to_json(c));
+  nlohmann::json errors = nlohmann::json::array();
+  for (const auto& e : r.errors) errors.push_back({{"class", e.klass}, {"case", e.case_id}, {"error", e.message}});
+  nlohmann::json trace = nlohmann::json::array();
+  for (const auto& s : r.trace) trace.push_back(to_json(s, with_seconds));
+  nlohmann::json j = {{"provider", r.provider},
+                      {"provider_metadata", r.provider_metadata},
+                      {"case", r.base_case},
+                      {"bounds", r.bounds},
+                      {"tile", {{"q", r.tile_q}, {"k", r.tile_k}, {"source", r.tile_source}}},
+                      {"inferred_tile", to_json(r.inferred)},
+                      {"classes", classes},
+                      {"failing", failing_classes(r.classes)},
+                      {"errors", errors},
+                      {"healthy", r.healthy},
+                      {"trace", trace}};
+  if (with_seconds) j["seconds"] = r.seconds;
+  return j;
+}
+
+std::string to_markdown(const audit_result& r) {
+  std::string md = fmt::format("# numprobe audit\n\n- backend: `{}`\n- case: `{}`\n- bound: `{}`\n- tile: {}x{} ({})\n"
+                               "- verdict: **{}**\n\n",
+                               r.provider, r.base_case, r.bounds.empty() ? "" : r.bounds.front(), r.tile_q, r.tile_k,
+                               r.tile_source, r.healthy ? "healthy" : "findings");
+  md += "| class | verdict | evidence |\n| --- | --- | --- |\n";
+  for (const auto& c : r.classes) {
+    std::string ev;
+    for (const auto& e : c.evidence) ev += (ev.empty() ? "" : "<br>") + e;
+    for (auto& ch : ev)
+      if (ch == '|') ch = '/';
+    md += fmt::format("| {} | {} | {} |\n", c.name, c.verdict == "fail" ? "**fail**" : c.verdict, ev);
+  }
+  if (!r.errors.empty()) {
+    md += "\n## Backend errors\n\n";
+    for (const auto& e : r.errors) md += fmt::format("- {} `{}`: {}\n", e.klass, e.case_id, e.message);
+  }
+  md += fmt::format("\n{} steps in {:.1f} s. Rerun any step with `numprobe attention --case ID` and the same backend "
+                    "flags.\n", r.trace.size(), r.seconds);
+  return md;
+}
+
+}  // namespace numprobe::probes

@@ -1,0 +1,84 @@
+#pragma once
+// `numprobe audit` (issue 14): every bug class of NUMERICS.md ("Real bug classes") checked
+// against one kernel, whether or not its default case fails. For each class the cheapest
+// discriminating probe runs at lengths that cross the kernel's tiles (known, inferred, or every
+// common tile size), against a control that differs only in the mechanism under suspicion; where
+// the backend exposes its mechanisms (the emulator) the mechanism is disabled as bisect does.
+// Every measurement is a step of the same re-runnable trace as bisect's.
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "numprobe/core/bound.hpp"
+#include "probes/bisect_trace.hpp"
+#include "probes/tile_inference.hpp"
+
+namespace numprobe::probes {
+
+// A class's verdict: "pass" (the probe ran and the kernel held against its control), "fail"
+// (the probe breaks the bound where the control does not), "not-applicable" (the class cannot
+// occur in this kind of case, e.g. sub-byte formats in an attention kernel).
+struct audit_class {
+  std::string name;     // the class's name in NUMERICS.md
+  std::string verdict;  // pass | fail | not-applicable
+  std::vector<std::string> evidence;  // measured against bound, and the contrasting case
+  std::vector<std::string> cases;     // case ids of the probes and controls (trace order)
+  std::vector<int> steps;             // their trace indices
+};
+
+struct audit_options {
+  attention_case base;            // heads, head_dim, dtype, seed of the case under test
+  std::int64_t seq_hi = 8192;     // longest length of the length-driven probes (`--seq N`)
+  bool quick = false;             // fewer lengths (`--quick`)
+  provider_options provider;
+  std::vector<bound> bounds;      // default: ratio_to_naive<=2 (FlashAttention's criterion)
+  attention_probe_options probe;  // sampled rows; end-to-end off (audit judges the kernel)
+  std::function<void(const bisect_step&)> on_step;
+};
+
+// A case whose backend failed (crash, timeout, unreadable output): recorded, the audit goes on.
+struct audit_error {
+  std::string klass;
+  std::string case_id;
+  std::string message;
+};
+
+struct audit_result {
+  std::string provider;
+  nlohmann::json provider_metadata;
+  std::string base_case;
+  std::vector<std::string> bounds;
+  tile_shape tiles;             // the kernel's own tiles ({0,0}: opaque)
+  tile_inference inferred;      // inference for opaque kernels (not run when tiles are known)
+  std::int64_t tile_k = 0;      // the key tile the probes were laid out for (0: common sizes)
+  std::int64_t tile_q = 0;
+  std::string tile_source;      // kernel | --tile | inferred | common sizes
+  std::vector<audit_class> classes;
+  std::vector<audit_error> errors;
+  bool healthy = true;          // no class fails and no case errored
+  std::vector<bisect_step> trace;
+  double seconds = 0.0;
+};
+
+[[nodiscard]] audit_result run_audit(const audit_options& o);
+
+// ratio_to_naive<=2, or for cases with fp8 points (--kv-format, --p-format) twice the format's
+// unit roundoff on rel_rms.
+[[nodiscard]] bound default_audit_bound(const provider_options& po);
+
+// The class sweep alone on an existing context (bisect runs it on a case that passes).
+// `tile_k`/`tile_q` 0: unknown (probes cross every common tile size).
+[[nodiscard]] std::vector<audit_class> run_audit_classes(bisect_context& ctx, const attention_case& base,
+                                                         std::int64_t seq_hi, bool quick, std::int64_t tile_q,
+                                                         std::int64_t tile_k, std::vector<audit_error>& errors);
+
+// The failing classes' names.
+[[nodiscard]] std::vector<std::string> failing_classes(const std::vector<audit_class>& classes);
+
+[[nodiscard]] nlohmann::json to_json(const audit_class& c);
+[[nodiscard]] nlohmann::json to_json(const audit_result& r, bool with_seconds = true);
+[[nodiscard]] std::string to_markdown(const audit_result& r);
+
+}  // namespace numprobe::probes

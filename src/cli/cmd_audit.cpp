@@ -1,0 +1,110 @@
+// `numprobe audit`: every bug class's cheapest discriminating probe against one kernel, with a
+// verdict per class (pass | fail | not-applicable) and the evidence: case ids, measured against
+// the bound, and the contrasting case.
+#include <fmt/format.h>
+#include <memory>
+
+#include "numprobe/core/error.hpp"
+#include "probes/audit.hpp"
+#include "src/cli/case_options.hpp"
+#include "src/cli/command.hpp"
+#include "src/cli/progress.hpp"
+#include "src/cli/table.hpp"
+
+namespace numprobe::cli {
+namespace {
+
+// `--seq N` is the longest length of the length-driven probes; `A..B` takes B.
+std::int64_t parse_seq_max(const std::string& s) {
+  const auto dots = s.find("..");
+  if (dots == std::string::npos) return parse_positive(s, "--seq");
+  const auto lo = parse_positive(s.substr(0, dots), "--seq");
+  const auto hi = parse_positive(s.substr(dots + 2), "--seq");
+  if (hi < lo) throw_input_error("--seq", fmt::format("need A <= B, got {}", s));
+  return hi;
+}
+
+void print_audit(const probes::audit_result& r, bool verbose) {
+  std::string tile = r.tile_k > 0 ? fmt::format("{}x{} ({})", r.tile_q > 0 ? std::to_string(r.tile_q) : "?", r.tile_k,
+                                                r.tile_source)
+                                  : "unknown: probes cross every common tile size (16..256)";
+  fmt::print("backend   {}\ncase      {}\nbound     {}\ntile      {}\n", r.provider, r.base_case,
+             r.bounds.empty() ? "" : r.bounds.front(), tile);
+  if (r.inferred.ran) fmt::print("          inference: {}\n", probes::tile_text(r.inferred));
+  fmt::print("\n");
+  if (verbose) {
+    text_table t({"#", "seq", "ratio", "rel_rms", "nan", "result", "change"});
+    for (const auto& s : r.trace)
+      t.add({std::to_string(s.index), std::to_string(s.seq), fixed3(s.ratio_to_naive), sci(s.rel_rms),
+             std::to_string(s.nan_count), s.failed ? "FAIL" : "pass", s.change});
+    t.print();
+    fmt::print("\n");
+  }
+  text_table t({"class", "verdict", "cases"});
+  for (const auto& c : r.classes)
+    t.add({c.name, c.verdict == "fail" ? "FAIL" : c.verdict, std::to_string(c.cases.size())});
+  t.print();
+  // Evidence: failing classes first, then the rest.
+  for (const bool failing : {true, false})
+    for (const auto& c : r.classes) {
+      if ((c.verdict == "fail") != failing) continue;
+      fmt::print("\n[{}] {}\n", failing ? "FAIL" : c.verdict, c.name);
+      for (const auto& e : c.evidence) fmt::print("  {} {}\n", failing ? "+" : "-", e);
+    }
+  for (const auto& e : r.errors) fmt::print("ERROR  {}  {}: {}\n", e.klass, e.case_id, e.message);
+  const auto failing = probes::failing_classes(r.classes);
+  std::string names;
+  for (const auto& n : failing) names += (names.empty() ? "" : ", ") + n;
+  fmt::print("\nverdict   {}\n", failing.empty() ? (r.errors.empty() ? "healthy: every class passes"
+                                                                      : "no class fails, but some cases errored")
+                                                   : fmt::format("{} class(es) fail: {}", failing.size(), names));
+  fmt::print("time      {:.1f} s, {} cases\n", r.seconds, r.trace.size());
+}
+
+}  // namespace
+
+void setup_audit(CLI::App& app) {
+  auto flags = std::make_shared<case_flags>();
+  auto md = std::make_shared<std::string>();
+  auto quick = std::make_shared<bool>(false);
+  auto verbose = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand("audit", "every bug class's cheapest probe against one kernel, a verdict per class");
+  flags->seq = "8192";
+  add_case_flags(sub, *flags, "longest length of the length-driven probes (N, or A..B for up to B)");
+  sub->add_option("--md", *md, "write a Markdown report to PATH");
+  sub->add_flag("--quick", *quick, "fewer lengths per class (a smaller, faster run)");
+  sub->add_flag("--trace", *verbose, "print every measured case");
+  sub->callback([flags, md, quick, verbose] {
+    const auto& f = *flags;
+    const std::int64_t hi = parse_seq_max(f.seq);
+    probes::audit_options o;
+    o.base = make_case(f, std::min<std::int64_t>(hi, 1024));
+    o.seq_hi = hi;
+    o.quick = *quick;
+    o.provider = make_provider_options(f);
+    o.bounds = make_bounds(f);
+    o.probe.sampling = make_sampling(f, 32);
+    o.probe.end_to_end = false;
+    o.probe.worst = 0;
+    progress_bar bar;
+    o.on_step = [&bar](const probes::bisect_step& s) {
+      bar.update(static_cast<std::size_t>(s.index), static_cast<std::size_t>(s.index) + 1,
+                 fmt::format("seq {}", s.seq));
+    };
+    const auto r = probes::run_audit(o);
+    bar.finish();
+    if (f.json != "-") print_audit(r, *verbose);
+    if (!md->empty()) write_text_file(*md, probes::to_markdown(r));
+    if (!f.json.empty()) {
+      auto doc = json_envelope("audit", o.base.seed);
+      doc.update(probes::to_json(r));
+      write_json(f.json, doc);
+    }
+    // A failing class is a finding (1); with none, a case the backend could not run leaves the
+    // audit incomplete (3).
+    if (!probes::failing_classes(r.classes).empty()) exit_status() = 1;
+    else exit_status() = r.errors.empty() ? 0 : 3;
+  });
+}
+
+}  // namespace numprobe::cli
