@@ -81,9 +81,8 @@ std::string& registered_executable() {
 // ------------------------------------------------------------------ worker side
 
 // Serves one RUN: "" when answered in the file, else the message for an ERR line.
-std::string serve(const std::string& dir, std::unique_ptr<library>& lib, const std::string& path,
+std::string serve(const std::string& file, std::unique_ptr<library>& lib, const std::string& path,
                   int device) {
-  const std::string file = dir + "/call.bin";
   const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return fmt::format("{}: cannot open: {}", file, std::strerror(errno));
   struct stat st {};
@@ -170,8 +169,8 @@ std::string worker_executable(const std::string& place) {
 }
 
 int worker_main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "numprobe: error: %s: expected PATH DEVICE (started by numprobe, not by hand)\n",
+  if (argc != 5) {
+    std::fprintf(stderr, "numprobe: error: %s: expected PATH DEVICE CALL_FILE (started by numprobe, not by hand)\n",
                  k_worker_subcommand);
     return 2;
   }
@@ -188,6 +187,7 @@ int worker_main(int argc, char** argv) {
     ::close(null_fd);
   }
   const std::string path = argv[2];
+  const std::string call_file = argv[4];
   const int device = std::atoi(argv[3]);
   if (!write_all(out, fmt::format("READY {}\n", exec::k_worker_protocol_version))) return 3;
   std::unique_ptr<library> lib;
@@ -206,7 +206,7 @@ int worker_main(int argc, char** argv) {
     buffer.erase(0, nl + 1);
     if (line == "QUIT") return 0;
     if (line.rfind("RUN ", 0) != 0) continue;
-    std::string msg = serve(line.substr(4), lib, path, device);
+    std::string msg = serve(call_file, lib, path, device);
     for (char& ch : msg)
       if (ch == '\n' || ch == '\r') ch = ' ';
     if (!write_all(out, msg.empty() ? std::string("OK\n") : "ERR " + msg + "\n")) return 3;
@@ -218,16 +218,24 @@ int worker_main(int argc, char** argv) {
 worker_client::worker_client(std::string plugin_path, int device, double timeout_s)
     : m_plugin(std::move(plugin_path)) {
   const std::string place = fmt::format("plugin {}", m_plugin);
-  std::vector<std::string> argv = {worker_executable(place), k_worker_subcommand, m_plugin,
-                                   std::to_string(device)};
+  const std::string exe = worker_executable(place);
   m_session = exec::make_temp_dir("numprobe-plugin");
-  const std::string file = m_session + "/call.bin";
-  m_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // The call file: anonymous shared memory (memfd) that the worker opens through /proc, so the
+  // buffers never reach a disk-backed file system; a file in the session folder otherwise.
+  std::string file;
+  m_fd = ::memfd_create("numprobe-plugin-call", MFD_CLOEXEC);
+  if (m_fd >= 0) {
+    file = fmt::format("/proc/{}/fd/{}", ::getpid(), m_fd);
+  } else {
+    file = m_session + "/call.bin";
+    m_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  }
   if (m_fd < 0) {
     const int e = errno;
     exec::remove_tree(m_session);
     throw_backend_error(file, fmt::format("cannot create the call file: {}", std::strerror(e)));
   }
+  std::vector<std::string> argv = {exe, k_worker_subcommand, m_plugin, std::to_string(device), file};
   m_worker = std::make_unique<exec::worker_process>(std::move(argv), timeout_s, m_session + "/worker.log",
                                                     "the plugin's worker process");
 }
@@ -289,8 +297,8 @@ call_result worker_client::invoke(call& c, const std::string& who) {
   }
   const std::size_t total = off;
   if (::ftruncate(m_fd, static_cast<off_t>(total)) != 0)
-    throw_backend_error(who, fmt::format("cannot size the call file {}/call.bin to {} bytes: {}", m_session,
-                                         total, std::strerror(errno)));
+    throw_backend_error(who, fmt::format("cannot size the call file to {} bytes: {}", total,
+                                         std::strerror(errno)));
   mapping map(m_fd, total);
   if (!map.base()) throw_backend_error(who, fmt::format("mmap of {} bytes failed: {}", total, std::strerror(errno)));
   wire_header& h = map.header();

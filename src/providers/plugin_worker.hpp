@@ -4,13 +4,14 @@
 // the case and the plugin), not the run. `plugin-inproc:PATH` calls it in numprobe's own
 // process (faster, no isolation).
 //
-// The worker is numprobe itself: `numprobe __plugin-worker PATH DEVICE` (the executable from
-// set_worker_executable, or $NUMPROBE_PLUGIN_WORKER for programs that link the library). It
-// speaks the exec worker line protocol (exec_provider_worker.hpp) over a socket pair, so it
-// has the same time limit (--exec-timeout per answer), process group and stderr log. Each
-// `RUN DIR` names a session folder whose DIR/call.bin both processes map (MAP_SHARED): a
-// header (operation, buffer table, answers), the ABI params with data pointers written as
-// offsets into the file, then the buffers. The worker owns its CUDA context for device-memory
+// The worker is numprobe itself: `numprobe __plugin-worker PATH DEVICE CALL_FILE` (the
+// executable from set_worker_executable, or $NUMPROBE_PLUGIN_WORKER for programs that link the
+// library). It speaks the exec worker line protocol (exec_provider_worker.hpp) over a socket
+// pair, so it has the same time limit (--exec-timeout per answer), process group and stderr
+// log (in a session folder under $TMPDIR). For each `RUN` both processes map the call file
+// (MAP_SHARED; a memfd the worker opens as /proc/PID/fd/N, else session/call.bin): a header
+// (operation, buffer table, answers), the ABI params with data pointers written as offsets
+// into the file, then the buffers. The worker owns its CUDA context for device-memory
 // plugins (the staging of plugin_library.cpp runs there).
 #include <memory>
 #include <string>
@@ -31,7 +32,8 @@ void set_worker_executable(std::string path);
 // `place` when neither is there (a program that links the library and is not numprobe).
 [[nodiscard]] std::string worker_executable(const std::string& place);
 
-// The worker's main: argv = {exe, "__plugin-worker", PATH, DEVICE}. Returns the exit status.
+// The worker's main: argv = {exe, "__plugin-worker", PATH, DEVICE, CALL_FILE}; returns the
+// exit status.
 int worker_main(int argc, char** argv);
 
 class worker_client {
@@ -52,7 +54,7 @@ class worker_client {
 
   std::string m_plugin;
   std::string m_session;
-  int m_fd = -1;  // session/call.bin
+  int m_fd = -1;  // the call file
   std::unique_ptr<exec::worker_process> m_worker;
 };
 
