@@ -48,13 +48,14 @@ std::string shape_text(const std::vector<std::uint64_t>& s) {
 
 struct nonfinite_log {
   std::mutex mu;
-  std::int64_t count = 0;
+  std::int64_t count = 0, in_base = 0;
   std::vector<std::string> first;  // "base[row, col]=nan"
   void add(const char* role, std::int64_t row, std::span<const double> x) {
     std::lock_guard lock(mu);
     for (std::size_t i = 0; i < x.size(); ++i)
       if (!std::isfinite(x[i])) {
         ++count;
+        if (role[0] == 'b') ++in_base;
         if (first.size() < 5)
           first.push_back(fmt::format("{}[{}, {}]={}", role, row, i, x[i]));
       }
@@ -323,6 +324,12 @@ kl_report run_kl(const kl_probe_options& o) {
 
   if (bad.count > 0) {
     std::sort(bad.first.begin(), bad.first.end());
+    // NaN/Inf only in the candidate is a finding about the candidate (exit 1); in the base it
+    // is a bad input (exit 2): the reference itself is unusable.
+    if (bad.in_base == 0)
+      throw error(exit_code::m_breach, o.base + " / " + o.cand,
+                  fmt::format("{} NaN/Inf candidate logits (first: {}): a finding, KL is undefined",
+                              bad.count, fmt::join(bad.first, ", ")));
     throw_input_error(o.base + " / " + o.cand,
                       fmt::format("{} NaN/Inf logits (first: {}); KL needs finite values",
                                   bad.count, fmt::join(bad.first, ", ")));

@@ -15,11 +15,12 @@ constexpr std::uint64_t k_stream_value = 0x9a11;
 constexpr std::uint64_t k_stream_channel = 0x9a12;
 constexpr std::uint64_t k_stream_outlier = 0x9a13;
 
-std::int64_t parse_dim(std::string_view s, const std::string& place) {
+// One dimension of `whole` (echoed as given: a message about '4x4x4' says '4x4x4').
+std::int64_t parse_dim(std::string_view s, std::string_view whole, const std::string& place) {
   std::int64_t v = 0;
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || v <= 0)
-    throw_input_error(place, "expected MxN with positive integers, got '" + std::string(s) + "'");
+    throw_input_error(place, "expected MxN with positive integers, got '" + std::string(whole) + "'");
   return v;
 }
 
@@ -78,8 +79,8 @@ std::vector<double> make_quant_input(quant_dist d, std::uint64_t seed, std::int6
 
 shape2d parse_shape(std::string_view text, const std::string& place) {
   const auto x = text.find_first_of("xX");
-  if (x == std::string_view::npos) return {1, parse_dim(text, place)};
-  const shape2d s{parse_dim(text.substr(0, x), place), parse_dim(text.substr(x + 1), place)};
+  if (x == std::string_view::npos) return {1, parse_dim(text, text, place)};
+  const shape2d s{parse_dim(text.substr(0, x), text, place), parse_dim(text.substr(x + 1), text, place)};
   if (s.rows > (std::int64_t{1} << 40) / s.cols)
     throw_input_error(place, "tensor too large (more than 2^40 elements)");
   return s;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/formats/outlier_flushes.hpp"
 #include "numprobe/io/load_tensor.hpp"
 
 namespace numprobe::probes {
@@ -37,41 +38,13 @@ std::string case_id(const quant_probe_options& o, std::int64_t rows, std::int64_
   return id;
 }
 
-// The magnitude below which an element codes as zero, relative to the block's effective scale:
-// half the smallest positive element value under RNE (e2m1: 0.25, NUMERICS.md), half a step
-// for integers (MXINT8 steps are 2^-6).
-double flush_ratio(const formats::scheme_config& c) {
-  const auto& e = formats::info(c.element);
-  if (c.kind == scheme_kind::m_asym) return 0.5;
-  const double unit = (c.kind == scheme_kind::m_mx && c.element == formats::format_id::m_i8)
-                          ? 0x1.0p-6 : 1.0;
-  return 0.5 * (e.is_float ? e.min_subnormal : 1.0) * unit;
-}
-
-// Outlier flushes of one block: flushed elements that would have survived had the scale been
-// set by the block's second-largest magnitude instead (the scale shrinks by amax2 / amax).
-// Blocks whose scale itself underflowed are counted apart (scale_underflow).
+// Outlier flushes of one block: the shared definition (numprobe/formats/outlier_flushes.hpp),
+// on the element-wise result.
 std::int32_t outlier_flushes(const formats::quant_result& q, std::span<const double> x,
-                             const formats::block_stats& b, double ratio) {
-  if (q.config.kind == scheme_kind::m_none || b.scale_underflow || b.flushed == 0 || b.argmax < 0)
-    return 0;
-  const std::int64_t cols = q.grid.cols;
-  double amax2 = 0.0;
-  for (std::int64_t r = b.row0; r < b.row0 + b.rows; ++r)
-    for (std::int64_t c = b.col0; c < b.col0 + b.cols; ++c) {
-      const std::int64_t i = r * cols + c;
-      if (i != b.argmax && std::isfinite(x[i])) amax2 = std::max(amax2, std::fabs(x[i]));
-    }
-  if (amax2 == 0.0) return 0;
-  const double survive = ratio * b.scale * (amax2 / b.amax);
-  std::int32_t n = 0;
-  for (std::int64_t r = b.row0; r < b.row0 + b.rows; ++r)
-    for (std::int64_t c = b.col0; c < b.col0 + b.cols; ++c) {
-      const std::int64_t i = r * cols + c;
-      if (std::isfinite(x[i]) && x[i] != 0.0 && q.dequant[i] == 0.0 && std::fabs(x[i]) > survive)
-        ++n;
-    }
-  return n;
+                             const formats::block_stats& b) {
+  return formats::outlier_block_flushes(
+      q.config, b, q.grid.cols, [&](std::int64_t i) { return x[i]; },
+      [&](std::int64_t i, double) { return q.dequant[i] == 0.0; });
 }
 
 quant_metrics measure(const formats::quant_result& q, std::span<const double> x) {
@@ -239,10 +212,9 @@ quant_report analyze_quant(const quant_probe_options& o, std::vector<double> inp
   // Outlier blocks, and the worst of them: by outlier flushes, then by amax (larger first).
   const auto& blocks = r.result.blocks;
   r.outlier_flushes.assign(blocks.size(), 0);
-  const double ratio = flush_ratio(o.config);
 #pragma omp parallel for schedule(dynamic, 256)
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(blocks.size()); ++i)
-    r.outlier_flushes[i] = outlier_flushes(r.result, r.input, blocks[i], ratio);
+    r.outlier_flushes[i] = outlier_flushes(r.result, r.input, blocks[i]);
   for (std::size_t i = 0; i < blocks.size(); ++i)
     if (r.outlier_flushes[i] > 0) {
       ++r.metrics.outlier_blocks;

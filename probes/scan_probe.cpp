@@ -17,6 +17,7 @@
 #endif
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/formats/outlier_flushes.hpp"
 #include "numprobe/io/checkpoint.hpp"
 #include "numprobe/io/load_tensor.hpp"
 #include "numprobe/io/safetensors.hpp"
@@ -43,12 +44,8 @@ double rel_rms_of(double sx, double se) {
   return sx > 0 ? std::sqrt(se / sx) : (se > 0 ? k_inf : 0.0);
 }
 
-// Same rule as the quant probe: a scaled block whose scale was set by one element and which
-// flushed a non-zero neighbour; blocks whose scale itself underflowed are counted apart.
-bool is_outlier_block(scheme_kind k, const formats::block_stats& b) {
-  return k != scheme_kind::m_none && !b.scale_underflow && b.argmax >= 0 && b.flushed > 0 &&
-         b.rows * b.cols > 1;
-}
+// Outlier blocks and flushes: the shared definition (numprobe/formats/outlier_flushes.hpp), the
+// same as the quant probe's; the fused path computes it in fast_quantize.cpp.
 
 bool float_dtype(io::dtype d) {
   return d == io::dtype::m_f32 || d == io::dtype::m_f16 || d == io::dtype::m_bf16 ||
@@ -130,6 +127,7 @@ struct band_part {
   std::int64_t outlier_blocks = 0, outlier_flushed = 0;
   bool have_outlier = false;
   formats::block_stats outlier;  // the band's first worst outlier block (band coordinates)
+  std::int64_t outlier_worst_flushes = 0;  // its outlier flushes
   formats::block_stats max_err_block;  // the block holding sums.max_err_at
   std::exception_ptr error;
 };
@@ -151,9 +149,11 @@ void for_bands(std::int64_t n, int slots, const F& fn) {
   work(0);
 }
 
-// True when `b` is worse than `w` by the scan's rule (more flushes, then the larger amax).
-bool worse_outlier(const formats::block_stats& b, const formats::block_stats& w) {
-  return b.flushed > w.flushed || (b.flushed == w.flushed && b.amax > w.amax);
+// True when block b (bf outlier flushes) is worse than w (wf): more outlier flushes, then the
+// larger amax (the quant probe's rule).
+bool worse_outlier(const formats::block_stats& b, std::int64_t bf, const formats::block_stats& w,
+                   std::int64_t wf) {
+  return bf > wf || (bf == wf && b.amax > w.amax);
 }
 
 // The fused path (formats/fast_quantize.hpp): every band is coded in place, block row by block
@@ -232,18 +232,19 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
       for (std::int64_t br = 0; br < g.grid_rows; ++br) {
         const std::int64_t r0 = br * g.block_rows, h = std::min(g.block_rows, nr - r0);
         const std::int64_t at_before = p.sums.max_err_at;
-        formats::detail::fast_strip_summary sum;  // its flush blocks are is_outlier_block's
+        formats::detail::fast_strip_summary sum;  // outlier blocks by outlier_flushes.hpp
         fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums, &sum);
         p.blocks += static_cast<std::int64_t>(blocks.size());
         p.flushed += sum.flushed;
         p.clipped += sum.clipped;
         p.scale_underflow += sum.scale_underflow;
-        p.outlier_blocks += sum.flush_blocks;
-        p.outlier_flushed += sum.flush_blocks_flushed;
+        p.outlier_blocks += sum.outlier_blocks;
+        p.outlier_flushed += sum.outlier_flushed;
         if (sum.worst >= 0) {
           const auto& b = blocks[static_cast<std::size_t>(sum.worst)];
-          if (!p.have_outlier || worse_outlier(b, p.outlier)) {
+          if (!p.have_outlier || worse_outlier(b, sum.worst_outlier_flushed, p.outlier, p.outlier_worst_flushes)) {
             p.outlier = b;
+            p.outlier_worst_flushes = sum.worst_outlier_flushed;
             p.have_outlier = true;
           }
         }
@@ -262,7 +263,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
   double max_err = -1.0;
   bool have_outlier = false;
   formats::block_stats worst, max_block;
-  std::int64_t worst_r0 = 0, max_r0 = 0;
+  std::int64_t worst_r0 = 0, max_r0 = 0, worst_flushes = 0;
   for (std::int64_t k = 0; k < bands; ++k) {
     const auto& p = parts[static_cast<std::size_t>(k)];
     r.sum_sq += p.sums.sum_sq;
@@ -280,8 +281,9 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     r.scale_underflow_blocks += p.scale_underflow;
     r.outlier_blocks += p.outlier_blocks;
     r.outlier_flushed += p.outlier_flushed;
-    if (p.have_outlier && (!have_outlier || worse_outlier(p.outlier, worst))) {
+    if (p.have_outlier && (!have_outlier || worse_outlier(p.outlier, p.outlier_worst_flushes, worst, worst_flushes))) {
       worst = p.outlier;
+      worst_flushes = p.outlier_worst_flushes;
       worst_r0 = k * band;
       have_outlier = true;
     }
@@ -409,6 +411,7 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
   double max_err = -1.0;
   std::int64_t max_err_at = -1;
   bool have_outlier = false;
+  std::int32_t worst_outlier_flushes = 0;
   for (std::int64_t k0 = 0; k0 < bands; k0 += slots) {
     const std::int64_t batch = std::min<std::int64_t>(slots, bands - k0);
 #pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(batch))
@@ -496,12 +499,18 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
         r.flushed += b.flushed;
         r.clipped += b.clipped;
         r.scale_underflow_blocks += b.scale_underflow ? 1 : 0;
-        if (is_outlier_block(c.kind, b) && b.argmax < nr * cols) {
+        const std::int32_t of = b.argmax < nr * cols
+                                    ? formats::outlier_block_flushes(
+                                          c, b, cols, [&](std::int64_t i) { return buf[static_cast<std::size_t>(i)]; },
+                                          [&](std::int64_t i, double) { return q.dequant[static_cast<std::size_t>(i)] == 0.0; })
+                                    : 0;
+        if (of > 0) {
           ++r.outlier_blocks;
-          r.outlier_flushed += b.flushed;
-          const auto& w = r.worst.stats;
-          if (!have_outlier || b.flushed > w.flushed || (b.flushed == w.flushed && b.amax > w.amax)) {
+          r.outlier_flushed += of;
+          // The worst outlier block: most outlier flushes, then the larger amax (as quant).
+          if (!have_outlier || of > worst_outlier_flushes || (of == worst_outlier_flushes && b.amax > r.worst.stats.amax)) {
             take_worked(b, true);
+            worst_outlier_flushes = of;
             have_outlier = true;
           }
         }
@@ -586,6 +595,8 @@ scan_report run_scan(const scan_options& o) {
     ck = io::checkpoint::open(o.checkpoint);
     for (const auto& e : ck->tensors()) entries.push_back({e.name, {e.dtype, e.shape}});
   }
+  // An empty selection is an input error (exit 2), not a report of nothing with sqnr_db inf.
+  if (entries.empty()) throw_input_error(o.checkpoint, "holds no tensors: nothing to scan");
   std::map<std::string, bool> selected;
   std::size_t total = 0;
   for (const auto& [name, ds] : entries) {
@@ -606,6 +617,17 @@ scan_report run_scan(const scan_options& o) {
     }
     selected[name] = take;
     total += take ? 1 : 0;
+  }
+
+  if (total == 0) {
+    if (!o.filter.empty() && selected.empty())
+      throw_input_error("--filter", "'" + o.filter + "' matches none of the " + std::to_string(entries.size()) +
+                                        " tensors of " + o.checkpoint);
+    std::string why;
+    for (std::size_t i = 0; i < rep.skipped.size() && i < 3; ++i) why += (i ? "; " : "") + rep.skipped[i];
+    throw_input_error(o.checkpoint, "no tensor to scan: all " + std::to_string(rep.skipped.size()) +
+                                        " selected tensors were skipped (" + why +
+                                        (rep.skipped.size() > 3 ? "; ..." : "") + ")");
   }
 
   // The read-ahead plan: the selected tensors' byte ranges in the order the pass visits them

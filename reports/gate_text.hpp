@@ -17,4 +17,10 @@ inline std::string gate_text(const result::check_result& c, const result::gate& 
   return g.bound + " (measured " + measured_text(c, g) + ")";
 }
 
+// A gate's basis, or the plain statement that none was given (NUMERICS.md rule 3: every
+// bound has a basis; a report must not let a bare number pass for a justified one).
+inline std::string basis_text(const result::gate& g) {
+  return g.basis.empty() ? "no basis given" : g.basis;
+}
+
 }  // namespace numprobe::reports::detail

@@ -99,7 +99,7 @@ void html_writer::do_write(const result::run_result& r, std::ostream& out) const
       for (const auto& g : c.gates)
         out << fmt::format("<tr><td><code>{}</code></td><td>{}</td><td{}>{}</td><td>{}</td><td><code>{}</code></td></tr>\n",
                            esc(g.bound), esc(detail::measured_text(c, g)), g.held ? "" : " class=\"held-no\"",
-                           g.held ? "yes" : "NO", esc(g.basis), esc(g.case_id));
+                           g.held ? "yes" : "NO", esc(detail::basis_text(g)), esc(g.case_id));
       out << "</table>\n";
     }
     if (!c.metrics.empty()) {

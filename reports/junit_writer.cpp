@@ -1,5 +1,6 @@
 // JUnit XML in the shape CI systems read (Jenkins/GitLab/GitHub test reporters): <testsuites>
 // with one <testsuite> per run and one <testcase> per check.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "reports/gate_text.hpp"
@@ -8,16 +9,19 @@
 namespace numprobe::reports {
 
 void junit_writer::do_write(const result::run_result& r, std::ostream& out) const {
-  const auto tests = r.checks.size();
+  // JUnit counts skipped testcases among the tests, and each one is listed.
+  const std::size_t skipped =
+      std::max<std::size_t>(r.not_run.size(), r.checks_planned > static_cast<std::int64_t>(r.checks.size())
+                                                  ? static_cast<std::size_t>(r.checks_planned) - r.checks.size()
+                                                  : 0);
+  const auto tests = r.checks.size() + skipped;
   const auto failures = r.count(result::status::m_fail), errors = r.count(result::status::m_error);
   const std::string suite = xml_escape(r.scenario);
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << fmt::format("<testsuites name=\"numprobe\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n",
                      tests, failures, errors, r.seconds);
   out << fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
-                     suite, tests, failures, errors,
-                     r.checks_planned > static_cast<std::int64_t>(tests) ? r.checks_planned - static_cast<std::int64_t>(tests) : 0,
-                     r.seconds);
+                     suite, tests, failures, errors, skipped, r.seconds);
   out << "    <properties>\n";
   auto prop = [&](const std::string& k, const std::string& v) {
     out << fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", xml_escape(k), xml_escape(v));
@@ -35,7 +39,7 @@ void junit_writer::do_write(const result::run_result& r, std::ostream& out) cons
       for (const auto& g : c.gates) {
         if (!g.held) msg += (msg.empty() ? "" : "; ") + detail::gate_text(c, g);
         body += fmt::format("{} {}{}  case {}\n", g.held ? "PASS" : "FAIL", detail::gate_text(c, g),
-                            g.basis.empty() ? "" : "  basis: " + g.basis, g.case_id);
+                            "  basis: " + detail::basis_text(g), g.case_id);
       }
       out << fmt::format("      <failure message=\"{}\" type=\"bound-breach\">{}</failure>\n",
                          xml_escape(msg), xml_escape(body));
@@ -49,6 +53,16 @@ void junit_writer::do_write(const result::run_result& r, std::ostream& out) cons
                             m.unit.empty() ? "" : " " + m.unit);
     out << fmt::format("      <system-out>{}</system-out>\n", xml_escape(sysout));
     out << "    </testcase>\n";
+  }
+  for (std::size_t i = 0; i < skipped; ++i) {
+    // "probe:name" as run_scenario records it; a result without names still lists its count.
+    const std::string id = i < r.not_run.size() ? r.not_run[i] : fmt::format("unknown:not-run-{}", i);
+    const auto colon = id.find(':');
+    const std::string probe = colon == std::string::npos ? "unknown" : id.substr(0, colon);
+    const std::string name = colon == std::string::npos ? id : id.substr(colon + 1);
+    out << fmt::format("    <testcase name=\"{}\" classname=\"numprobe.{}\" time=\"0\">\n"
+                       "      <skipped message=\"not run: the run was interrupted\"/>\n    </testcase>\n",
+                       xml_escape(name), xml_escape(probe));
   }
   out << "  </testsuite>\n</testsuites>\n";
 }

@@ -46,7 +46,7 @@ void markdown_writer::do_write(const result::run_result& r, std::ostream& out) c
         if (!header) out << "\n### Breaches\n\n";
         header = true;
         out << fmt::format("- **{}**: `{}` measured {} at `{}`{}\n", cell(c.name), g.bound, detail::measured_text(c, g),
-                           g.case_id, g.basis.empty() ? "" : " — basis: " + g.basis);
+                           g.case_id, " — basis: " + detail::basis_text(g));
       }
   out << fmt::format("\n<sub>numprobe {} ({}) on {}</sub>\n", r.envelope.value("version", "?"),
                      r.envelope.value("git_revision", "?"),

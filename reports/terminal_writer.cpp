@@ -36,6 +36,11 @@ void terminal_writer::do_write(const result::run_result& r, std::ostream& out) c
                      r.count(result::status::m_error),
                      r.checks_resumed ? fmt::format(", {} resumed from the journal", r.checks_resumed) : "",
                      r.seconds);
+  std::size_t bare = 0;
+  for (const auto& c : r.checks)
+    for (const auto& g : c.gates) bare += g.basis.empty() ? 1 : 0;
+  if (bare > 0)
+    out << fmt::format("WARNING: {} bound(s) have no basis given (NUMERICS.md rule 3: say why each number)\n", bare);
   if (r.incomplete)
     out << fmt::format("INCOMPLETE: {} of {} checks ran (interrupted); rerun with --resume to finish\n",
                        r.checks.size(), r.checks_planned);

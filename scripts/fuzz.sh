@@ -48,10 +48,38 @@ seed_npy u1 "{'descr': '|u1', 'fortran_order': False, 'shape': (), }" '\x07'
 seed_st f32 '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' '\x00\x00\xc0\x3f\x00\x00\x80\xbf'
 seed_st mixed '{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"q":{"dtype":"F4","shape":[4],"data_offsets":[4,6]},"s":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[6,9]}}' '\x80\x3f\x00\xc0\x21\x43\x01\x02\x03'
 
+# Text parsers (issue 15): case ids and scenario TOML.
+seed_txt() {  # seed_txt TARGET NAME TEXT
+  mkdir -p "$out/corpus_$1"
+  printf '%s' "$3" > "$out/corpus_$1/$2"
+}
+seed_txt fuzz_case_id basic 'attention(T=8192,S=8192,Hq=32,Hkv=8,D=128,in=bf16,mask=causal,seed=7)'
+seed_txt fuzz_case_id window 'attention(B=2,T=3,S=128,Hq=4,Hkv=2,D=64,in=e4m3fn,mask=window,W=16,softcap=30,dist=shifted,shift=-1000,seed=1)'
+seed_txt fuzz_scenario quant $'[defaults]\nseed = 3\n[[check]]\nname = "q"\nprobe = "quant"\nshape = "16x64"\nsweep = { seed = [1, 2] }\nbounds = [{ expr = "sqnr_db>=1", basis = "x" }]\n'
+cp "$root"/scenarios/*.toml "$out/corpus_fuzz_scenario/" 2>/dev/null || true
+
+# The scenario loader needs every probe's parameter table: built through CMake with the whole
+# tree instrumented for coverage and ASan.
+build_scenario_target() {
+  cmake -S "$root" -B "$out/cmake" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER="$cxx" -DNUMPROBE_ENABLE_CUDA=OFF -DNUMPROBE_ENABLE_HIP=OFF \
+    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address -fno-omit-frame-pointer" >/dev/null
+  cmake --build "$out/cmake" --target fuzz_scenario
+  cp "$out/cmake/tests/fuzz/fuzz_scenario" "$out/fuzz_scenario"
+}
+
 status=0
-for target in fuzz_npy fuzz_safetensors; do
+for target in fuzz_npy fuzz_safetensors fuzz_case_id fuzz_scenario; do
   echo "== building $target with $cxx"
-  "$cxx" "${flags[@]}" "$root/tests/fuzz/$target.cpp" "${sources[@]}" -o "$out/$target"
+  if [[ "$target" == fuzz_scenario ]]; then
+    build_scenario_target
+  elif [[ "$target" == fuzz_case_id ]]; then
+    # The case-id parser lives in core (with the formats it names).
+    "$cxx" "${flags[@]}" "$root/tests/fuzz/$target.cpp" "$root"/src/core/attention_case.cpp \
+      "$root"/src/core/id_fields.cpp "$root"/src/formats/*.cpp -lfmt -o "$out/$target"
+  else
+    "$cxx" "${flags[@]}" "$root/tests/fuzz/$target.cpp" "${sources[@]}" -o "$out/$target"
+  fi
   corpus="$out/corpus_$target"
   mkdir -p "$corpus"
   echo "== running $target for ${seconds}s"

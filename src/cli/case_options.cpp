@@ -9,36 +9,57 @@
 #include <unistd.h>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/core/memory_budget.hpp"
 
 namespace numprobe::cli {
+
+CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || text[0] == '-' || text[0] == '+' || ec == std::errc::result_out_of_range ||
+            ec != std::errc() || p != text.data() + text.size())
+          return fmt::format("seed '{}' is not an integer in [0, 2^64 - 1]", text);
+        return {};
+      },
+      "SEED");
+}
+
+void apply_max_memory(const std::string& text) {
+  if (!text.empty()) set_memory_budget(parse_memory_size(text, "--max-memory"));
+}
 
 void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
   sub->add_option("--backend", f.backend,
                   "implementation under test: ref|emu|cuda|hip|plugin:LIB.so|exec:'CMD {in} {out}'|exec-worker:'CMD'")
       ->capture_default_str();
-  sub->add_option("--seq", f.seq, seq_help)->capture_default_str();
-  sub->add_option("--queries", f.queries, "query rows T (0: T = S)")->capture_default_str();
-  sub->add_option("--batch", f.batch, "batch size")->capture_default_str();
-  sub->add_option("--heads", f.heads, "query heads Hq")->capture_default_str();
-  sub->add_option("--kv-heads", f.kv_heads, "KV heads Hkv (Hq a multiple)")->capture_default_str();
-  sub->add_option("--head-dim", f.head_dim, "head dimension D")->capture_default_str();
-  sub->add_option("--scale", f.scale, "softmax scale (0: 1/sqrt(D))")->capture_default_str();
-  sub->add_option("--dtype", f.dtype, "input dtype (bf16, f16, f32, f64, e4m3fn, ...)")
-      ->capture_default_str();
-  sub->add_option("--mask", f.mask, "none|causal|causal-top-left|window")->capture_default_str();
-  sub->add_option("--window", f.window, "sliding window W (mask=window)");
-  sub->add_option("--softcap", f.softcap, "logit softcap (0: off)");
-  sub->add_option("--dist", f.dist,
+  f.case_shaping.push_back(sub->add_option("--seq", f.seq, seq_help)->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--queries", f.queries, "query rows T (0: T = S)")->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--batch", f.batch, "batch size")->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--heads", f.heads, "query heads Hq")->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--kv-heads", f.kv_heads, "KV heads Hkv (Hq a multiple)")->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--head-dim", f.head_dim, "head dimension D")->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--scale", f.scale, "softmax scale (0: 1/sqrt(D))")->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--dtype", f.dtype, "input dtype (bf16, f16, f32, f64, e4m3fn, ...)")
+      ->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--mask", f.mask, "none|causal|causal-top-left|window")->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--window", f.window, "sliding window W (mask=window)"));
+  f.case_shaping.push_back(sub->add_option("--softcap", f.softcap, "logit softcap (0: off)"));
+  f.case_shaping.push_back(sub->add_option("--dist", f.dist,
                   "inputs: normal|uniform|llm|rescale-stress|max-first|diffuse|shifted|constant-v|flat|sink")
-      ->capture_default_str();
-  sub->add_option("--shift", f.shift, "logit shift for --dist shifted")->capture_default_str();
-  sub->add_option("--seed", f.seed, "input seed")->capture_default_str();
+      ->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--shift", f.shift, "logit shift for --dist shifted")->capture_default_str());
+  f.case_shaping.push_back(sub->add_option("--seed", f.seed, "input seed")->check(seed_validator())->capture_default_str());
   sub->add_option("--tile", f.tile, "kernel tile BqxBk (emu), e.g. 64x64");
   sub->add_option("--state", f.states, "state storage dtype NAME=DTYPE (q,k,v,s,p,m,l,o,out,lse)");
   sub->add_option("--inject", f.inject, "inject a named fault (repeatable)");
   sub->add_option("--rows", f.rows, "query rows evaluated: all|N|auto (stratified sample)")
       ->capture_default_str();
-  sub->add_option("--case", f.case_id, "rerun exactly this case id");
+  sub->add_option("--case", f.case_id, "rerun exactly this case id (the case flags cannot be given with it)");
+  sub->add_option("--max-memory", f.max_memory,
+                  "refuse a case whose inputs and reference need more than SIZE (e.g. 16G; default: 80% of "
+                  "available memory, or NUMPROBE_MAX_MEMORY)");
   sub->add_option("--bound", f.bounds, "gate METRIC<=X (repeatable); breach exits 1");
   sub->add_option("--json", f.json, "write JSON to PATH (- for stdout)");
   sub->add_flag("--no-e2e", f.no_e2e, "skip the end-to-end (unrounded inputs) reference");
@@ -72,9 +93,30 @@ std::int64_t parse_positive(const std::string& text, const std::string& flag) {
   return v;
 }
 
+namespace {
+
+// Rows the probe evaluates, for the memory estimate: --rows all is every row, N at most N,
+// auto at most the largest automatic sample any command takes (1024, attention's short cases).
+std::int64_t rows_for_estimate(const case_flags& f, const attention_case& c) {
+  const std::int64_t all = c.rows();
+  if (f.rows == "all") return all;
+  if (f.rows == "auto") return std::min<std::int64_t>(all, 1024);
+  std::int64_t n = 0;
+  const auto [p, ec] = std::from_chars(f.rows.data(), f.rows.data() + f.rows.size(), n);
+  return ec == std::errc() && n > 0 ? std::min(all, n) : all;
+}
+
+}  // namespace
+
 attention_case make_case(const case_flags& f, std::int64_t seq) {
+  apply_max_memory(f.max_memory);
   if (!f.case_id.empty()) {
+    for (const auto* o : f.case_shaping)
+      if (o && o->count() > 0)
+        throw_input_error(o->get_name(), "the case is fixed by --case ID; drop " + o->get_name() +
+                                             " or change the field in the id");
     attention_case c = parse_attention_case(f.case_id);
+    check_attention_memory(c, rows_for_estimate(f, c), !f.no_e2e, "--case");
     return c;
   }
   attention_case c;
@@ -104,6 +146,7 @@ attention_case make_case(const case_flags& f, std::int64_t seq) {
   if (c.mask != mask_kind::m_window && f.window != 0)
     throw_input_error("--window", "--window needs --mask window");
   c.validate();
+  check_attention_memory(c, rows_for_estimate(f, c), !f.no_e2e, "--seq");
   return c;
 }
 

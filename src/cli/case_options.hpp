@@ -57,7 +57,17 @@ struct case_flags {
   std::string p_format;          // --p-format e4m3fn|e4m3fnuz|e5m2
   double p_prescale = 0.0;       // --p-prescale X
   std::int64_t acc_promote = 0;  // --acc-promote N
+  std::string max_memory;        // --max-memory SIZE (core/memory_budget.hpp)
+  // The options that shape the case, to refuse them next to --case ID (which fixes the case:
+  // a --seq given with it would otherwise be ignored without a word).
+  std::vector<CLI::Option*> case_shaping;
 };
+
+// Checks a seed given on the command line before CLI11 converts it: decimal digits only and at
+// most 2^64 - 1, so "-1" and "99999999999999999999999" are refused instead of wrapping.
+[[nodiscard]] CLI::Validator seed_validator();
+// Applies --max-memory (when given) to the process's memory budget.
+void apply_max_memory(const std::string& text);
 
 // Adds the flags; `seq_help` differs between attention (S) and drift (A..B).
 void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help);

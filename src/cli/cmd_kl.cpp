@@ -94,6 +94,7 @@ void setup_kl(CLI::App& app) {
     o.base = f->base;
     o.cand = f->cand;
     o.tokens = f->tokens;
+    if (f->topk < 1) throw_input_error("--topk", fmt::format("must be at least 1, got {}", f->topk));
     o.topk = f->topk;
     o.worst = f->worst;
     o.threads = f->threads;

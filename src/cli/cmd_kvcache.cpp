@@ -1,6 +1,7 @@
 // `numprobe kvcache`: the FP8 KV-cache study (issue 9). Clipping against rounding error of an
 // fp8 KV cache, per format, scale layout, scale multiplier and context length, with outlier
 // tokens that only long contexts contain.
+#include <cmath>
 #include <fmt/format.h>
 #include <memory>
 
@@ -114,11 +115,11 @@ void setup_kvcache(CLI::App& app) {
   sub->add_option("--kv-heads", f->kv_heads, "KV heads")->capture_default_str();
   sub->add_option("--head-dim", f->head_dim, "head dimension")->capture_default_str();
   sub->add_option("--dtype", f->dtype, "dtype of the K/V activations before the cache")->capture_default_str();
-  sub->add_option("--seed", f->seed, "input seed")->capture_default_str();
-  sub->add_option("--bound", f->bound, "output rel_rms bound (default: 2x the configuration's rounding-only error at the shortest length)");
+  sub->add_option("--seed", f->seed, "input seed")->check(seed_validator())->capture_default_str();
+  auto* bound_opt = sub->add_option("--bound", f->bound, "output rel_rms bound > 0 (default: 2x the configuration's rounding-only error at the shortest length)");
   sub->add_flag("--all", f->all, "table: every multiplier at every length");
   sub->add_option("--json", f->json, "write JSON to PATH (- for stdout)");
-  sub->callback([f] {
+  sub->callback([f, bound_opt] {
     probes::kvcache_options o;
     o.seqs = parse_list<std::int64_t>(f->seq, "--seq", [](const std::string& s) { return parse_positive(s, "--seq"); });
     o.formats = parse_list<formats::format_id>(f->formats, "--kv-format",
@@ -131,7 +132,12 @@ void setup_kvcache(CLI::App& app) {
     o.outlier_rate = f->outlier_rate;
     o.outlier_after = f->outlier_after;
     o.outlier_scale = f->outlier_scale;
-    if (f->bound != 0.0) o.bound = f->bound;
+    // An explicit --bound must be a usable number: 0 used to mean "the default" silently.
+    const bool bound_given = bound_opt->count() > 0;
+    if (bound_given && !(f->bound > 0 && std::isfinite(f->bound)))
+      throw_input_error("--bound", fmt::format("must be a finite rel_rms > 0, got {} (leave --bound out for "
+                                               "the default: 2x the rounding-only error)", f->bound));
+    if (bound_given) o.bound = f->bound;
     o.base.dist = parse_dist(f->dist);
     o.base.dtype = formats::parse_format(f->dtype, "--dtype");
     o.base.queries = f->queries;
@@ -148,7 +154,7 @@ void setup_kvcache(CLI::App& app) {
       write_json(f->json, doc);
     }
     // A study reports failing configurations; only an explicit --bound gates the exit code.
-    exit_status() = f->bound != 0.0 && r.summary.failures > 0 ? 1 : 0;
+    exit_status() = bound_given && r.summary.failures > 0 ? 1 : 0;
   });
 }
 

@@ -12,6 +12,7 @@
 
 #include "numprobe/core/error.hpp"
 #include "reports/report_files.hpp"
+#include "numprobe/io/regular_file.hpp"
 #include "reports/report_writer.hpp"
 #include "src/cli/command.hpp"
 
@@ -25,11 +26,10 @@ struct merge_flags {
 };
 
 result::run_result read_result(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_input_error(path, "cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  // A run's JSON report is kilobytes to megabytes; the cap refuses a wrong path early.
+  constexpr std::size_t k_max_report_bytes = std::size_t{1} << 30;
+  const auto j = nlohmann::json::parse(io::read_text_file(path, k_max_report_bytes, "JSON report"),
+                                       nullptr, false);
   if (j.is_discarded()) throw_input_error(path, "not JSON");
   return result::run_from_json(j, path);
 }

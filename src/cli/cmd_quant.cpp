@@ -1,6 +1,7 @@
 // `numprobe quant`: quantize one tensor with a format and a block-scaling scheme; report error,
 // flushes, clipping, scale underflow and outlier blocks, with a worked block.
 #include <cmath>
+#include <cstdio>
 #include <fmt/format.h>
 #include <memory>
 
@@ -33,6 +34,8 @@ struct quant_flags {
   std::size_t worst = 5;
   double exec_timeout = 60.0;
   bool keep = false;
+  bool allow_nonfinite = false;
+  bool axis_given = false, group_given = false;
 };
 
 probes::quant_probe_options make_options(const quant_flags& f) {
@@ -55,8 +58,15 @@ probes::quant_probe_options make_options(const quant_flags& f) {
   if (!f.format.empty()) o.config.element = formats::parse_format(f.format, "--format");
   if (!f.scale_format.empty())
     o.config.scale_format = formats::parse_format(f.scale_format, "--scale-format");
-  if (f.axis >= 0) o.config.axis = f.axis;
-  if (f.group > 0) o.config.group = f.group;
+  // Given values are checked, never replaced by the defaults: -1 or 0 used to fall back silently.
+  if (f.axis_given) {
+    if (f.axis != 0 && f.axis != 1) throw_input_error("--axis", fmt::format("expected 0 (rows) or 1 (cols), got {}", f.axis));
+    o.config.axis = f.axis;
+  }
+  if (f.group_given) {
+    if (f.group <= 0) throw_input_error("--group", fmt::format("must be a positive group size, got {}", f.group));
+    o.config.group = f.group;
+  }
   if (!f.rule.empty()) o.config.rule = formats::parse_mx_rule(f.rule, "--rule");
   if (f.rounding == "rne") o.config.round = formats::rounding::m_nearest_even;
   else if (f.rounding == "rtz") o.config.round = formats::rounding::m_toward_zero;
@@ -172,13 +182,15 @@ void setup_quant(CLI::App& app) {
   sub->add_option("--input", f->input, "PATH[:TENSOR] of a .npy or .safetensors tensor");
   sub->add_option("--shape", f->shape, "MxN (synthetic; with --input: a reshape); default 1024x4096");
   sub->add_option("--dist", f->dist, "normal | laplace | llm | outliers")->capture_default_str();
-  sub->add_option("--axis", f->axis, "axis blocks run along: 0 rows, 1 cols (default 1)");
-  sub->add_option("--group", f->group, "group size G for group schemes");
+  auto* axis_opt = sub->add_option("--axis", f->axis, "axis blocks run along: 0 rows, 1 cols (default 1)");
+  auto* group_opt = sub->add_option("--group", f->group, "group size G for group schemes");
+  sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
+                "exit 0 even when the input holds NaN/Inf (they are still reported)");
   sub->add_option("--scale-format", f->scale_format, "f32 | f16 | bf16 | e4m3fn | e8m0");
   sub->add_option("--rule", f->rule, "MX scale rule: floor | ceil | rceil");
   sub->add_option("--rounding", f->rounding, "rne | rtz | stochastic")->capture_default_str();
   sub->add_option("--overflow", f->overflow, "saturate | nan | inf")->capture_default_str();
-  sub->add_option("--seed", f->seed, "input and stochastic-rounding seed")->capture_default_str();
+  sub->add_option("--seed", f->seed, "input and stochastic-rounding seed")->check(seed_validator())->capture_default_str();
   sub->add_option("--json", f->json, "write JSON to PATH ('-' for stdout)");
   sub->add_option("--dump", f->dump, "write codes.npy, scales.npy, dequant.npy into DIR");
   sub->add_option("--bound", f->bounds, "gate, e.g. sqnr_db>=20 or outlier_blocks<=0 (repeatable)");
@@ -188,7 +200,9 @@ void setup_quant(CLI::App& app) {
   sub->add_option("--exec-timeout", f->exec_timeout, "exec backend: seconds per run")->capture_default_str();
   sub->add_flag("--keep", f->keep, "exec backend: keep the case directory");
   sub->add_option("--worst", f->worst, "how many worst blocks to list")->capture_default_str();
-  sub->callback([f] {
+  sub->callback([f, axis_opt, group_opt] {
+    f->axis_given = axis_opt->count() > 0;
+    f->group_given = group_opt->count() > 0;
     const auto o = make_options(*f);
     const auto r = probes::run_quant(o);
     if (f->json != "-") print_report(r);
@@ -199,10 +213,19 @@ void setup_quant(CLI::App& app) {
       doc["bounds"] = nlohmann::json::array();
       for (const auto& b : o.bounds) doc["bounds"].push_back(b.text());
       doc.update(probes::to_json(r));
-      doc["pass"] = r.breaches.empty();
+      doc["pass"] = r.breaches.empty() && (f->allow_nonfinite || r.metrics.nan_inputs + r.metrics.inf_inputs == 0);
       write_json(f->json, doc);
     }
-    exit_status() = r.breaches.empty() ? 0 : 1;
+    // NaN/Inf inputs fail by default: they are excluded from the error metrics, so the other
+    // gates cannot see them.
+    const bool nonfinite = r.metrics.nan_inputs + r.metrics.inf_inputs > 0;
+    if (nonfinite && f->json != "-")
+      fmt::print("NON-FINITE input: exit 1{}\n", f->allow_nonfinite ? " suppressed by --allow-nonfinite" : " (--allow-nonfinite accepts it)");
+    if (nonfinite && !f->allow_nonfinite)
+      std::fprintf(stderr, "numprobe: NON-FINITE input: %lld NaN and %lld Inf elements in %s\n",
+                   static_cast<long long>(r.metrics.nan_inputs), static_cast<long long>(r.metrics.inf_inputs),
+                   f->input.empty() ? "the input" : f->input.c_str());
+    exit_status() = !r.breaches.empty() || (nonfinite && !f->allow_nonfinite) ? 1 : 0;
   });
 }
 

@@ -2,6 +2,7 @@
 // index .json), ranked worst first, grouped by layer type and depth, with bits per parameter
 // and total bytes per format. `--from e4m3fn --to e4m3fnuz` instead reports what an MI300
 // migration of an FP8 checkpoint changes.
+#include <cstdio>
 #include <fmt/format.h>
 #include <memory>
 #include <sstream>
@@ -21,6 +22,7 @@ struct scan_flags {
   std::string checkpoint, format = "nvfp4", vs, filter, json, csv, from, to;
   bool all = false;
   std::size_t top = 20;
+  bool allow_nonfinite = false;
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -137,6 +139,8 @@ void setup_scan(CLI::App& app) {
   sub->add_option("--csv", f->csv, "write CSV (one row per tensor and format) to PATH");
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");
   sub->add_option("--to", f->to, "fp8 migration: target format (e4m3fnuz)");
+  sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
+                "exit 0 even when input tensors hold NaN/Inf (they are still reported)");
   sub->callback([f] {
     if (!f->from.empty() || !f->to.empty()) {
       if (f->from != "e4m3fn" || f->to != "e4m3fnuz")
@@ -165,13 +169,27 @@ void setup_scan(CLI::App& app) {
     const auto r = probes::run_scan(o);
     bar.finish();
     if (f->json != "-") print_report(r, f->top);
+    // NaN/Inf in a checkpoint is a finding: it is excluded from the error sums, so without
+    // this line a poisoned tensor would read as a good SQNR.
+    std::int64_t nonfinite_tensors = 0, nonfinite = 0;
+    for (const auto& t : r.tensors)
+      if (!t.results.empty() && t.results[0].nonfinite_inputs > 0) {
+        ++nonfinite_tensors;
+        nonfinite += t.results[0].nonfinite_inputs;
+        if (f->json != "-")
+          std::fprintf(stderr, "numprobe: NON-FINITE input: %s holds %lld NaN/Inf elements (excluded from the error metrics)\n",
+                       t.name.c_str(), static_cast<long long>(t.results[0].nonfinite_inputs));
+      }
+    if (nonfinite_tensors > 0 && f->json != "-")
+      fmt::print("NON-FINITE: {} tensor(s) hold {} NaN/Inf input elements{}\n", nonfinite_tensors, nonfinite,
+                 f->allow_nonfinite ? " (allowed by --allow-nonfinite)" : "; exit 1 (--allow-nonfinite accepts them)");
     if (!f->csv.empty()) write_text_file(f->csv, probes::to_csv(r));
     if (!f->json.empty()) {
       auto doc = json_envelope("scan", 0);
       doc.update(probes::to_json(r));
       write_json(f->json, doc);
     }
-    exit_status() = 0;
+    exit_status() = nonfinite_tensors > 0 && !f->allow_nonfinite ? 1 : 0;
   });
 }
 

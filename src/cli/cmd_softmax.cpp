@@ -49,6 +49,8 @@ softmax_case make_softmax_case(const softmax_flags& f, std::int64_t vocab) {
   c.dtype = formats::parse_format(f.dtype, "--dtype");
   c.mask = parse_softmax_mask(f.mask);
   c.masked = f.masked;
+  if (f.masked < 0 || f.masked > vocab)
+    throw_input_error("--masked", fmt::format("{} masked entries do not fit a row of {} (--vocab)", f.masked, vocab));
   // first-chunk without --masked masks exactly the kernel's first chunk.
   if (c.mask == softmax_mask::m_prefix && c.masked == 0) c.masked = std::min(f.chunk, vocab);
   if (f.masked != 0 && c.mask != softmax_mask::m_padding && c.mask != softmax_mask::m_prefix)
@@ -124,7 +126,7 @@ void setup_softmax(CLI::App& app) {
   sub->add_option("--dist", f->dist, "logits: normal|uniform|llm|rescale-stress|max-first|diffuse|shifted")
       ->capture_default_str();
   sub->add_option("--shift", f->shift, "logit shift for --dist shifted")->capture_default_str();
-  sub->add_option("--seed", f->seed, "input seed")->capture_default_str();
+  sub->add_option("--seed", f->seed, "input seed")->check(seed_validator())->capture_default_str();
   sub->add_option("--inject", f->inject, "emu fault: no-empty-guard|rowsum-bf16|finite-sentinel (repeatable)");
   sub->add_option("--state", f->states, "emu state dtype NAME=DTYPE (x,m,l,out,lse)");
   sub->add_flag("--exp2", f->exp2, "emu: exp as exp2(x*log2e) with an fp32 prescale");

@@ -1,5 +1,8 @@
 #include "numprobe/core/attention_case.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -54,6 +57,12 @@ void attention_case::validate() const {
   };
   positive(batch, "--batch");
   positive(seq, "--seq");
+  // Q, K and V are signed values that can be zero: a scale-only format (e8m0: no sign, no zero)
+  // would round every input to a power of two > 0 and give a NaN-free but meaningless case.
+  if (const auto& fi = formats::info(dtype); !fi.is_signed || (fi.min_subnormal == 0.0 && fi.is_float && fi.mantissa_bits == 0))
+    throw_input_error("--dtype", fmt::format("{} cannot hold attention inputs (it has no sign{}); "
+                                             "use a signed element format such as bf16 or e4m3fn",
+                                             fi.name, fi.is_signed ? "" : " and no zero"));
   if (queries < 0) throw_input_error("--queries", "must be >= 0 (0 means T = S)");
   positive(heads, "--heads");
   positive(kv_heads, "--kv-heads");
@@ -99,6 +108,7 @@ attention_case parse_attention_case(std::string_view id) {
   std::string_view body = id.substr(head.size(), id.size() - head.size() - 1);
   attention_case c;
   bool have_t = false;
+  std::vector<std::string> seen;  // a repeated field would silently take the last value
   while (!body.empty()) {
     const auto comma = body.find(',');
     const std::string_view field = body.substr(0, comma);
@@ -108,6 +118,9 @@ attention_case parse_attention_case(std::string_view id) {
       throw_input_error("--case", fmt::format("field '{}' has no '='", field));
     const std::string key(field.substr(0, eq));
     const std::string_view val = field.substr(eq + 1);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw_input_error("--case", fmt::format("field '{}' is given twice", key));
+    seen.push_back(key);
     if (key == "B") c.batch = parse_id_int(val, key);
     else if (key == "T") { c.queries = parse_id_int(val, key); have_t = true; }
     else if (key == "S") c.seq = parse_id_int(val, key);
@@ -121,7 +134,11 @@ attention_case parse_attention_case(std::string_view id) {
     else if (key == "softcap") c.softcap = parse_id_double(val, key);
     else if (key == "dist") c.dist = parse_dist(val, "case id field dist");
     else if (key == "shift") c.logit_shift = parse_id_double(val, key);
-    else if (key == "seed") c.seed = static_cast<std::uint64_t>(parse_id_int(val, key));
+    else if (key == "seed") {
+      const auto v = parse_id_int(val, key);
+      if (v < 0) throw_input_error("case id field seed", fmt::format("must be >= 0, got {}", v));
+      c.seed = static_cast<std::uint64_t>(v);
+    }
     else throw_input_error("--case", fmt::format("unknown field '{}'", key));
   }
   if (!have_t) c.queries = 0;

@@ -40,6 +40,7 @@ int check_result::exit_code() const {
 }
 
 int run_result::exit_code() const {
+  if (signal > 0) return 128 + signal;
   int worst = 0;
   for (const auto& c : checks) worst = std::max(worst, c.exit_code());
   return worst;

@@ -119,6 +119,8 @@ json to_json(const run_result& r) {
   j["incomplete"] = r.incomplete;
   j["checks_planned"] = r.checks_planned;
   j["checks_resumed"] = r.checks_resumed;
+  j["not_run"] = r.not_run;
+  if (r.signal > 0) j["signal"] = r.signal;
   j["seconds"] = r.seconds;
   j["summary"] = {{"pass", r.count(status::m_pass)}, {"fail", r.count(status::m_fail)},
                   {"error", r.count(status::m_error)}, {"exit_code", r.exit_code()}};
@@ -197,13 +199,17 @@ run_result run_from_json(const json& j, const std::string& place) {
     run_result r;
     r.envelope = j;
     for (const char* k : {"scenario", "shard", "incomplete", "checks_planned", "checks_resumed",
-                          "seconds", "summary", "checks"})
+                          "not_run", "signal", "seconds", "summary", "checks"})
       r.envelope.erase(k);
     r.scenario = j.value("scenario", "");
     r.shard = j.value("shard", "");
     r.incomplete = j.value("incomplete", false);
     r.checks_planned = j.value("checks_planned", std::int64_t{0});
     r.checks_resumed = j.value("checks_resumed", std::int64_t{0});
+    if (const auto nr = j.find("not_run"); nr != j.end() && nr->is_array())
+      for (const auto& n : *nr)
+        if (n.is_string()) r.not_run.push_back(n.get<std::string>());
+    r.signal = j.value("signal", 0);
     r.seconds = j.value("seconds", 0.0);
     std::size_t i = 0;
     for (const auto& c : j.at("checks")) r.checks.push_back(check_from_json(c, fmt::format("{}: checks[{}]", place, i++)));

@@ -28,6 +28,8 @@
 // the largest error are exact.
 #include "src/formats/fast_quantize.hpp"
 
+#include "numprobe/formats/outlier_flushes.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -277,6 +279,7 @@ fast_quantizer::fast_quantizer(const scheme_config& c) : m_c(c) {
   const auto& e = info(c.element);
   if (c.kind == scheme_kind::m_mx && c.element == format_id::m_i8) m_unit = 0x1.0p-6;
   m_max_value = e.max_finite * m_unit;
+  m_flush_ratio = flush_ratio(c);
   m_integer = !e.is_float;
   m_elem_max = e.max_finite;
   m_elem_lowest = e.lowest;
@@ -495,19 +498,20 @@ void strip_impl(const S& src, const element_rounding& er, double unit, double im
   }
 }
 
-// One block into a strip summary, without a branch per condition (flush blocks are common).
-inline void add_to_summary(bool scaled, const block_stats& b, std::int64_t index,
+// One block into a strip summary; `outliers` is its outlier flushes (outlier_flushes.hpp).
+inline void add_to_summary(const block_stats& b, std::int32_t outliers, std::int64_t index,
                            const block_stats* worst, fast_strip_summary& s) {
-  const bool flush_block = scaled & !b.scale_underflow & (b.argmax >= 0) & (b.flushed > 0) &
-                           (b.rows * b.cols > 1);
   s.flushed += b.flushed;
   s.clipped += b.clipped;
   s.scale_underflow += b.scale_underflow ? 1 : 0;
-  s.flush_blocks += flush_block ? 1 : 0;
-  s.flush_blocks_flushed += flush_block ? b.flushed : 0;
-  const bool worse = worst == nullptr || (b.flushed > worst->flushed) |
-                                             ((b.flushed == worst->flushed) & (b.amax > worst->amax));
-  if (flush_block & worse) s.worst = index;
+  if (outliers <= 0) return;
+  ++s.outlier_blocks;
+  s.outlier_flushed += outliers;
+  if (worst == nullptr || outliers > s.worst_outlier_flushed ||
+      (outliers == s.worst_outlier_flushed && b.amax > worst->amax)) {
+    s.worst = index;
+    s.worst_outlier_flushed = outliers;
+  }
 }
 
 // Block scales of a whole row computed four blocks at a time, where quantize()'s scalar rule
@@ -516,6 +520,8 @@ inline void add_to_summary(bool scaled, const block_stats& b, std::int64_t index
 // values) and MX with the floor rule (the amax's exponent field). Anything else is scalar.
 struct scale_plan {
   enum class kind : std::uint8_t { m_scalar, m_nvfp4_e4m3, m_mx_floor } k = kind::m_scalar;
+  scheme_kind scheme = scheme_kind::m_none;  // for the outlier flushes
+  double flush_ratio = 0.0;
   double denom = 1.0, tensor_scale = 1.0;  // NVFP4: amax / denom, denom = 6 s_t (exact)
   element_rounding e4m3;
   std::int64_t emax = 0;  // MX: the element's largest exponent
@@ -889,67 +895,79 @@ bool row_fast(const S& in, const element_rounding& er, const scale_plan& plan, d
     for (std::int64_t j = 0; j < nb; ++j) fill(j);
     return true;
   }
-  // The summary from the per-block arrays (add_to_summary's rules; every block here has more
-  // than one element and an argmax), and only the blocks it and the sums point to.
+  // The summary from the per-block arrays: totals four blocks at a time, then the outlier
+  // flushes (outlier_flushes.hpp) of each block that flushed, from the widened row, and the
+  // worst outlier block by add_to_summary's rules.
   fast_strip_summary& sm = *summary;
-  // Totals, and the largest flush count among flush blocks, then the largest amax among those
-  // holding it, then the first block holding both: the block add_to_summary's first-wins scan
-  // picks. Four blocks at a time, the rest one by one (the same rules).
   using v4i32 = std::int32_t __attribute__((vector_size(16)));
-  const v4i vscaled = splat_i(scaled ? -1 : 0);
-  v4i tf = splat_i(0), tc = splat_i(0), tu = splat_i(0), tb = splat_i(0), tbf = splat_i(0), mf = splat_i(0);
+  v4i tf = splat_i(0), tc = splat_i(0), tu = splat_i(0);
   std::int64_t j2 = 0;
-  const auto lanes = [&](std::int64_t j, v4i& f, v4i& fb) {
-    const auto jj = static_cast<std::size_t>(j);
+  for (; j2 + 4 <= nb; j2 += 4) {
+    const auto jj = static_cast<std::size_t>(j2);
     v4i32 f32, c32;
     std::memcpy(&f32, &w.flushed[jj], sizeof f32);
     std::memcpy(&c32, &w.clipped[jj], sizeof c32);
     v4i under;
     std::memcpy(&under, &w.underflow[jj], sizeof under);
-    f = __builtin_convertvector(f32, v4i);
-    fb = vscaled & (under == splat_i(0)) & (f > splat_i(0));  // flush blocks
-    return std::pair{__builtin_convertvector(c32, v4i), under != splat_i(0)};
-  };
-  for (; j2 + 4 <= nb; j2 += 4) {
-    v4i f, fb;
-    const auto [c, under] = lanes(j2, f, fb);
-    tf += f;
-    tc += c;
-    tu -= under;
-    tb -= fb;
-    tbf += fb & f;
-    const v4i ff = fb & f;
-    mf = ff > mf ? ff : mf;
+    tf += __builtin_convertvector(f32, v4i);
+    tc += __builtin_convertvector(c32, v4i);
+    tu -= under != splat_i(0);
   }
   sm.flushed += hsum(tf);
   sm.clipped += hsum(tc);
   sm.scale_underflow += hsum(tu);
-  sm.flush_blocks += hsum(tb);
-  sm.flush_blocks_flushed += hsum(tbf);
-  std::int64_t max_f = std::max(std::max(mf[0], mf[1]), std::max(mf[2], mf[3]));
   for (std::int64_t j = j2; j < nb; ++j) {
     const auto jj = static_cast<std::size_t>(j);
-    const std::int32_t f = w.flushed[jj];
-    const bool under = w.underflow[jj] != 0;
-    const bool flush_block = scaled & !under & (f > 0);
-    sm.flushed += f;
+    sm.flushed += w.flushed[jj];
     sm.clipped += w.clipped[jj];
-    sm.scale_underflow += under ? 1 : 0;
-    sm.flush_blocks += flush_block ? 1 : 0;
-    sm.flush_blocks_flushed += flush_block ? f : 0;
-    if (flush_block) max_f = std::max<std::int64_t>(max_f, f);
+    sm.scale_underflow += w.underflow[jj] != 0 ? 1 : 0;
   }
+  // The outlier flushes of block j, four lanes at a time: outlier_block_flushes() (the one
+  // definition) on the widened row, with the argmax exclusion done by counting: amax2 is amax
+  // when two elements hold amax, else the largest finite |x| below it. test_fast_quantize
+  // checks the counts against outlier_block_flushes() on quantize()'s result.
+  const auto outliers_of = [&](std::int64_t j) -> std::int32_t {
+    const auto jj = static_cast<std::size_t>(j);
+    const double amax = w.amax[jj];
+    if (!(amax > 0.0) || !(amax < k_inf)) return 0;
+    const double* xb = xrow + j * bcols;
+    v4d m2 = splat(-1.0);
+    v4i eq = splat_i(0);
+    for (std::int64_t k = 0; k < bcols; k += 4) {
+      v4d a;
+      std::memcpy(&a, xb + k, sizeof a);
+      a = vabs(a);
+      eq -= a == splat(amax);
+      m2 = vmax(m2, a < splat(amax) ? a : splat(-1.0));
+    }
+    const double amax2 = hsum(eq) >= 2 ? amax : std::max(0.0, hmax(m2));
+    if (amax2 == 0.0) return 0;
+    const double survive = plan.flush_ratio * w.scale[jj] * (amax2 / amax);
+    const block_coder bc(w.scale[jj], unit);
+    v4i n = splat_i(0);
+    for (std::int64_t k = 0; k < bcols; k += 4) {
+      v4d x;
+      std::memcpy(&x, xb + k, sizeof x);
+      const v4d a = vabs(x);
+      n -= (a > splat(survive)) & (a < splat(k_inf)) & (er.round(bc.quotient(x)) == splat(0.0));
+    }
+    return static_cast<std::int32_t>(hsum(n));
+  };
   std::int64_t worst = -1;
-  if (max_f > 0) {  // some flush block (a flush block has f > 0)
-    const auto candidate = [&](std::size_t jj) {
-      return scaled && w.underflow[jj] == 0 && w.flushed[jj] == max_f;
-    };
-    double max_amax = -1.0;
-    for (std::int64_t j = 0; j < nb; ++j)
-      if (candidate(static_cast<std::size_t>(j))) max_amax = std::max(max_amax, w.amax[static_cast<std::size_t>(j)]);
-    for (std::int64_t j = 0; j < nb && worst < 0; ++j)
-      if (candidate(static_cast<std::size_t>(j)) && w.amax[static_cast<std::size_t>(j)] == max_amax) worst = j;
+  std::int32_t worst_f = 0;
+  for (std::int64_t j = 0; j < nb; ++j) {
+    const auto jj = static_cast<std::size_t>(j);
+    if (!scaled || w.underflow[jj] != 0 || w.flushed[jj] == 0) continue;
+    const std::int32_t of = outliers_of(j);
+    if (of <= 0) continue;
+    ++sm.outlier_blocks;
+    sm.outlier_flushed += of;
+    if (worst < 0 || of > worst_f || (of == worst_f && w.amax[jj] > w.amax[static_cast<std::size_t>(worst)])) {
+      worst = j;
+      worst_f = of;
+    }
   }
+  sm.worst_outlier_flushed = worst_f;
   sm.worst = worst;
   if (worst >= 0) fill(worst);
   if (max_err_block >= 0) fill(max_err_block);
@@ -972,6 +990,8 @@ void fast_quantizer::strip_typed(const S& src, std::int64_t cols, std::int64_t r
   const double imposed = m_c.kind == scheme_kind::m_tensor ? m_tensor_amax : -1.0;
   if (nrows == 1 && imposed < 0 && block_cols % 4 == 0 && cols % block_cols == 0) {
     scale_plan plan;
+    plan.scheme = m_c.kind;
+    plan.flush_ratio = m_flush_ratio;
     if (m_c.kind == scheme_kind::m_nvfp4 && m_c.scale_format == format_id::m_e4m3fn) {
       plan.k = scale_plan::kind::m_nvfp4_e4m3;
       plan.denom = m_max_value * m_tensor_scale;
@@ -999,10 +1019,17 @@ void fast_quantizer::strip_typed(const S& src, std::int64_t cols, std::int64_t r
   }
   strip_impl(src, er, m_unit, imposed, scale_of, cols, row0, nrows, block_cols, blocks, sums);
   if (summary)
-    for (std::size_t j = 0; j < blocks.size(); ++j)
-      add_to_summary(scaled, blocks[j], static_cast<std::int64_t>(j),
-                     summary->worst < 0 ? nullptr : &blocks[static_cast<std::size_t>(summary->worst)],
-                     *summary);
+    for (std::size_t j = 0; j < blocks.size(); ++j) {
+      const block_stats& b = blocks[j];
+      const block_coder bc(b, m_unit);
+      // Blocks a sentinel-imposed amax (the `tensor` kind in bands) gives no argmax hold none.
+      const std::int32_t of = scaled ? outlier_block_flushes(
+                                           m_c.kind, m_flush_ratio, b, cols, [&](std::int64_t i) { return src.at(i); },
+                                           [&](std::int64_t, double x) { return er.round(bc.quotient(splat(x)))[0] == 0.0; })
+                                     : 0;
+      add_to_summary(b, of, static_cast<std::int64_t>(j),
+                     summary->worst < 0 ? nullptr : &blocks[static_cast<std::size_t>(summary->worst)], *summary);
+    }
 }
 
 void fast_quantizer::strip(const void* data, fast_input in, std::int64_t cols, std::int64_t row0,

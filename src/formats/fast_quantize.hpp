@@ -35,14 +35,14 @@ struct fast_error_sums {
   std::int64_t nonfinite_inputs = 0, nonfinite_outputs = 0;
 };
 
-// Totals over a strip's blocks, and its flush blocks: blocks of more than one element, under a
-// scale (kind != none) that did not underflow, holding a finite element and at least one
-// flush (the scan probe's outlier blocks). worst: the index in the strip's span of the first
-// flush block with the most flushes, then the largest amax (-1: none).
+// Totals over a strip's blocks, and its outlier blocks and outlier flushes (the one definition,
+// numprobe/formats/outlier_flushes.hpp). worst: the index in the strip's span of the first
+// outlier block with the most outlier flushes, then the largest amax (-1: none), and
+// worst_outlier_flushed its outlier flushes.
 struct fast_strip_summary {
   std::int64_t flushed = 0, clipped = 0, scale_underflow = 0;
-  std::int64_t flush_blocks = 0, flush_blocks_flushed = 0;
-  std::int64_t worst = -1;
+  std::int64_t outlier_blocks = 0, outlier_flushed = 0;
+  std::int64_t worst = -1, worst_outlier_flushed = 0;
 };
 
 class fast_quantizer {
@@ -87,6 +87,7 @@ class fast_quantizer {
 
   scheme_config m_c;
   double m_unit = 1.0;  // MXINT8: 2^-6
+  double m_flush_ratio = 0.0;  // formats::flush_ratio(m_c)
   double m_max_value = 0.0;  // element max * unit
   double m_tensor_scale = 1.0;
   double m_tensor_amax = -1.0;  // `tensor` kind: the imposed amax (< 0: the block's own)

@@ -5,6 +5,7 @@
 
 #include "json_header.hpp"
 #include "numprobe/core/error.hpp"
+#include "numprobe/io/regular_file.hpp"
 #include "numprobe/io/safetensors.hpp"
 
 namespace numprobe::io {
@@ -22,7 +23,8 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 // A shard named by an index must stay inside the index's folder: no absolute paths, no
 // "..", and no symlink that resolves elsewhere.
-fs::path resolve_shard(const fs::path& folder, const std::string& rel, const std::string& place) {
+fs::path resolve_shard(const fs::path& index, const fs::path& folder, const std::string& rel,
+                       const std::string& place) {
   const fs::path p(rel);
   if (rel.empty() || p.is_absolute() || p.has_root_name() || p.has_root_directory()) {
     throw_input_error(place, "shard '" + rel + "' must be a relative path inside the index's folder");
@@ -32,8 +34,8 @@ fs::path resolve_shard(const fs::path& folder, const std::string& rel, const std
   }
   const fs::path full = folder / p;
   std::error_code ec;
-  if (!fs::is_regular_file(full, ec)) {
-    throw_input_error(place, "shard '" + rel + "' does not exist (looked for " + full.string() + ")");
+  if (const auto why = why_not_regular(full)) {
+    throw_input_error(place, "shard '" + rel + "': " + *why + " (looked for " + full.string() + ")");
   }
   const fs::path real = fs::canonical(full, ec);
   const fs::path real_folder = fs::canonical(folder, ec);
@@ -41,6 +43,16 @@ fs::path resolve_shard(const fs::path& folder, const std::string& rel, const std
   auto [a, b] = std::mismatch(real_folder.begin(), real_folder.end(), real.begin(), real.end());
   if (a != real_folder.end()) {
     throw_input_error(place, "shard '" + rel + "' resolves outside the index's folder");
+  }
+  // A shard is a .safetensors file; an index naming itself (or another index) would otherwise
+  // be parsed as safetensors and fail with a meaningless header length.
+  if (real == fs::canonical(index, ec)) {
+    throw_input_error(place, "shard '" + rel + "' is this index itself (a weight_map must name "
+                             ".safetensors shards)");
+  }
+  if (ends_with(rel, ".json")) {
+    throw_input_error(place, "shard '" + rel + "' is an index (.json), not a .safetensors shard; "
+                             "indexes do not nest");
   }
   return full;
 }
@@ -87,7 +99,7 @@ checkpoint checkpoint::open(const fs::path& path) {
     const auto& rel = shard.get_ref<const std::string&>();
     auto it = shard_of_file.find(rel);
     if (it == shard_of_file.end()) {
-      c.m_shards.push_back(resolve_shard(folder, rel, place));
+      c.m_shards.push_back(resolve_shard(path, folder, rel, place));
       it = shard_of_file.emplace(rel, c.m_shards.size() - 1).first;
     }
     wanted.emplace(tensor, it->second);

@@ -6,6 +6,7 @@
 #include "numprobe/core/error.hpp"
 #include "numprobe/io/checkpoint.hpp"
 #include "numprobe/io/npy.hpp"
+#include "numprobe/io/regular_file.hpp"
 #include "numprobe/io/safetensors.hpp"
 
 namespace numprobe::io {
@@ -48,7 +49,7 @@ tensor_view load_tensor(std::string_view spec_in) {
       }
     }
   }
-  if (!is_file(path)) throw_input_error(path, "no such file");
+  require_regular_file(path);  // names the case: missing, a directory, a FIFO, a device, a loop
   tensor_view v;
   if (ends_with(path, ".npy")) {
     if (named) throw_input_error(path, "a .npy file holds one array; drop ':" + tensor + "'");

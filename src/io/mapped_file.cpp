@@ -10,12 +10,15 @@
 #include <cstring>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/io/regular_file.hpp"
 
 namespace numprobe::io {
 
 std::shared_ptr<const mapped_file> mapped_file::open(const std::filesystem::path& path) {
   const std::string source = path.string();
-  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+  // Before open: opening a FIFO blocks until a writer appears, and a device never ends.
+  require_regular_file(path);
+  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw_input_error(source, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -29,6 +29,25 @@ constexpr descr_entry k_descrs[] = {
     {"u4", dtype::m_u32}, {"u8", dtype::m_u64},  {"b1", dtype::m_bool}, {"?", dtype::m_bool},
 };
 
+// Text from the file, made safe to quote in a one-line message: control bytes (a NUL would
+// cut the message short where it is printed as a C string), DEL and non-ASCII bytes are
+// written as \xNN.
+std::string printable(std::string_view s) {
+  static constexpr char k_hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x20 && u < 0x7F) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += k_hex[u >> 4];
+      out += k_hex[u & 0xF];
+    }
+  }
+  return out;
+}
+
 // The header is a Python dict literal; this reads exactly the subset numpy writes (string
 // keys; string, bool and int-tuple values) and nothing more.
 class header_parser {
@@ -61,7 +80,7 @@ class header_parser {
         if (r.shape) fail("duplicate key 'shape'");
         r.shape = parse_shape();
       } else {
-        fail("unexpected header key '" + key + "'");
+        fail("unexpected header key '" + printable(key) + "'");
       }
       skip_space();
       if (peek() == ',') {
@@ -176,11 +195,11 @@ dtype dtype_of_descr(const std::string& descr, const std::string& place) {
     if (e.descr != body) continue;
     // '>' is harmless for one-byte types; wider big-endian data would need a byte swap.
     if (order == '>' && bits(e.type) > 8) {
-      throw_input_error(place, "big-endian 'descr' '" + descr + "' is not supported");
+      throw_input_error(place, "big-endian 'descr' '" + printable(descr) + "' is not supported");
     }
     return e.type;
   }
-  throw_input_error(place, "unsupported 'descr' '" + descr + "'");
+  throw_input_error(place, "unsupported 'descr' '" + printable(descr) + "'");
 }
 
 std::string_view descr_of(dtype type, const std::string& place) {

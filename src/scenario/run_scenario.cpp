@@ -11,6 +11,10 @@
 #include <regex>
 
 #include "numprobe/core/error.hpp"
+#include "src/core/interrupt.hpp"
+#include "numprobe/io/regular_file.hpp"
+#include <filesystem>
+#include <sstream>
 #include "src/scenario/check_runner.hpp"
 
 namespace numprobe::scenario {
@@ -38,12 +42,19 @@ nlohmann::json journal_header(const scenario& sc, const run_options& o) {
 
 std::map<std::string, result::check_result> read_journal(const std::string& path, const nlohmann::json& header) {
   std::map<std::string, result::check_result> done;
-  std::ifstream in(path);
-  if (!in) return done;  // nothing to resume: run everything
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return done;  // nothing to resume
+  // One line per check: even a sweep of 10^5 checks is far below this.
+  constexpr std::size_t k_max_journal_bytes = std::size_t{1} << 30;
+  const std::string text = io::read_text_file(path, k_max_journal_bytes, "journal");
+  std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line)) return done;
   const auto h = nlohmann::json::parse(line, nullptr, false);
-  if (h.is_discarded() || h != header)
+  if (h.is_discarded() || !h.is_object() || !h.contains("numprobe_journal"))
+    throw_input_error(path, "--resume: not a numprobe journal (its first line is not a journal "
+                            "header: the file is garbage or unreadable); delete it or run without --resume");
+  if (h != header)
     throw_input_error(path, "--resume: this journal belongs to a different scenario, shard or "
                             "--backend; run without --resume to start over");
   while (std::getline(in, line)) {
@@ -74,10 +85,7 @@ shard_spec parse_shard(const std::string& text) {
   return s;
 }
 
-std::atomic<bool>& interrupt_requested() {
-  static std::atomic<bool> flag{false};
-  return flag;
-}
+std::atomic<bool>& interrupt_requested() { return interrupt_flag(); }
 
 std::vector<const check_spec*> select_checks(const scenario& sc, const run_options& o) {
   std::optional<std::regex> re;
@@ -92,6 +100,10 @@ std::vector<const check_spec*> select_checks(const scenario& sc, const run_optio
   for (const auto& c : sc.checks)
     if (!re || std::regex_search(c.name, *re) || std::regex_search(c.probe + ":" + c.name, *re))
       selected.push_back(&c);
+  // An empty selection is a usage error, not a green run of nothing.
+  if (selected.empty())
+    throw_input_error("--filter", fmt::format("'{}' matches none of the scenario's {} checks", o.filter,
+                                              sc.checks.size()));
   std::vector<const check_spec*> mine;
   for (std::size_t i = 0; i < selected.size(); ++i)
     if (static_cast<int>(i % static_cast<std::size_t>(o.shard.count)) == o.shard.index) mine.push_back(selected[i]);
@@ -144,6 +156,9 @@ result::run_result run_scenario(const scenario& sc, const run_options& o) {
     } catch (const interrupted_error&) {
       rr.incomplete = true;
       break;
+    } catch (const interrupted&) {  // a signal while a child process ran (interrupt.hpp)
+      rr.incomplete = true;
+      break;
     } catch (const error& e) {
       c.outcome = result::status::m_error;
       c.error_code = static_cast<int>(e.code());
@@ -163,6 +178,8 @@ result::run_result run_scenario(const scenario& sc, const run_options& o) {
     if (o.on_finish) o.on_finish(rr.checks.back());
   }
   if (rr.checks.size() < mine.size()) rr.incomplete = true;
+  for (std::size_t i = rr.checks.size(); i < mine.size(); ++i)
+    rr.not_run.push_back(mine[i]->probe + ":" + mine[i]->name);
   rr.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   return rr;
 }

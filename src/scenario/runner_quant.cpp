@@ -97,6 +97,12 @@ void run(const check_spec& s, const run_context&, result::check_result& out) {
   }
   out.metrics.push_back({"blocks", static_cast<double>(r.metrics.blocks), "blocks", "int"});
   for (const auto& b : s.bounds) out.gates.push_back(evaluate_gate(b, probes::quant_metric(r.metrics, b.metric), r.case_id));
+  // NaN/Inf inputs are a finding unless the check allows them (excluded from the error metrics).
+  // The gate appears only when it fails, so clean inputs keep their reports as they were.
+  if (!s.get_bool("allow_nonfinite", false) && r.metrics.nan_inputs + r.metrics.inf_inputs > 0)
+    out.gates.push_back(evaluate_gate(bound{"nonfinite_inputs", bound_op::m_le, 0.0,
+                                            "NaN/Inf in the input is a finding (allow_nonfinite = true accepts it)"},
+                                      static_cast<double>(r.metrics.nan_inputs + r.metrics.inf_inputs), r.case_id));
 
   std::vector<double> rel;
   rel.reserve(r.input.size());
@@ -137,6 +143,7 @@ check_runner quant_runner() {
               {"rounding", K::m_string, "rne | rtz | stochastic"},
               {"overflow", K::m_string, "saturate | nan | inf"},
               {"seed", K::m_int, "input seed"},
+              {"allow_nonfinite", K::m_bool, "pass even when the input holds NaN/Inf"},
               {"worst", K::m_int, "worst blocks to list"}};
   r.known_metric = [](const std::string& m) { return std::find(k_metrics.begin(), k_metrics.end(), m) != k_metrics.end(); };
   for (const auto& n : k_metrics) r.metric_names += (r.metric_names.empty() ? "" : ", ") + n;

@@ -67,8 +67,10 @@ void run(const check_spec& s, const run_context&, result::check_result& out) {
   o.filter = s.get_string("filter", "");
   o.all = s.get_bool("all", false);
   const auto r = probes::run_scan(o);
+  // run_scan refuses empty selections itself, naming the filter only when one was given.
   if (r.tensors.empty() || r.totals.empty())
-    throw_input_error(s.place("filter"), fmt::format("no tensor of {} was selected", o.checkpoint));
+    throw_input_error(s.has("filter") ? s.place("filter") : s.place("checkpoint"),
+                      fmt::format("no tensor of {} was selected", o.checkpoint));
 
   out.backend = "ref";
   out.case_id = fmt::format("scan({},{})", o.checkpoint, o.schemes.front());
@@ -94,6 +96,16 @@ void run(const check_spec& s, const run_context&, result::check_result& out) {
     out.gates.push_back(tensor_metric(r.tensors.front(), b.metric)
                             ? worst_point_gate(b, r.tensors, metric, name_of, out.case_id)
                             : evaluate_gate(b, total_metric(r, b.metric), out.case_id));
+  // NaN/Inf inputs are a finding unless the check allows them (excluded from the error sums,
+  // no other gate would see them).
+  if (!s.get_bool("allow_nonfinite", false)) {
+    std::int64_t bad = 0;
+    for (const auto& t : r.tensors) bad += t.results.front().nonfinite_inputs;
+    if (bad > 0)  // only when it fails: clean checkpoints keep their reports as they were
+      out.gates.push_back(evaluate_gate(bound{"nonfinite_inputs", bound_op::m_le, 0.0,
+                                            "NaN/Inf in a checkpoint is a finding (allow_nonfinite = true accepts it)"},
+                                      static_cast<double>(bad), out.case_id));
+  }
   const auto& w = r.tensors.front();
   out.message = fmt::format("{} tensors under {}: worst {} ({:.2f} dB, {} flushed, {} outlier blocks)",
                             r.tensors.size(), o.schemes.front(), w.name, w.results.front().sqnr_db,
@@ -128,6 +140,7 @@ check_runner scan_runner() {
       {"vs", param_kind::m_strings, "schemes to compare alongside (reported, not gated)"},
       {"filter", param_kind::m_string, "regex on tensor names"},
       {"all", param_kind::m_bool, "include non-matrix tensors (norms, biases)"},
+      {"allow_nonfinite", param_kind::m_bool, "pass even when input tensors hold NaN/Inf"},
   };
   r.known_metric = known;
   r.metric_names = "per tensor (worst tensor): ";

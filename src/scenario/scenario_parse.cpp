@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/io/regular_file.hpp"
 #include "src/scenario/check_runner.hpp"
 #include "src/scenario/scenario.hpp"
 
@@ -16,6 +17,9 @@ namespace {
 // Keys of a [[check]] that are not probe parameters.
 const std::set<std::string> k_check_keys = {"name", "probe", "description", "bound", "basis",
                                             "bounds", "sweep"};
+// Checks one scenario may hold once its sweeps are expanded. Each check runs at least one case,
+// so 10^5 is days of work; anything beyond it is a typo in a sweep, not a plan.
+constexpr std::size_t k_max_checks = 100'000;
 const std::set<std::string> k_top_keys = {"title", "description", "defaults", "check"};
 
 struct loc {
@@ -117,6 +121,21 @@ std::string value_text(const param_value& v) {
         } else return fmt::format("{}", x);
       },
       v);
+}
+
+// A bound's metric must be one the probe reports: checked here, so the message names the
+// bound's own line (not the [[check]] line), and a bound with no stated basis is warned about
+// (NUMERICS.md rule 3: every bound has a basis; reports mark it too).
+bound checked_bound(bound out, const check_runner& runner, const std::string& probe, const loc& L,
+                    int line, const std::string& key) {
+  if (!runner.known_metric(out.metric))
+    L.fail(line, key, fmt::format("'{}' names no metric of probe '{}' (known: {})", out.text(), probe,
+                                  runner.metric_names));
+  if (out.basis.empty())
+    fmt::print(stderr, "numprobe: warning: {}:{}: {}: bound '{}' has no basis (say why this number: "
+                       "basis = \"...\"); reports mark it 'no basis given'\n",
+               L.file, line, key, out.text());
+  return out;
 }
 
 bound read_bound(const toml::node& n, const std::string& basis, const loc& L, const std::string& key) {
@@ -228,11 +247,12 @@ scenario parse_scenario(std::string_view text, const std::string& source_name) {
         if (!v.is_string()) L.fail(line_of(v), key, "expected a string");
         base.description = v.value<std::string>().value();
       } else if (ks == "bound") {
-        base.bounds.push_back(read_bound(v, basis, L, key));
+        base.bounds.push_back(checked_bound(read_bound(v, basis, L, key), *runner, base.probe, L, line_of(v), key));
       } else if (ks == "bounds") {
         const auto* a = v.as_array();
         if (!a) L.fail(line_of(v), key, fmt::format("expected an array of bounds, got {}", type_name(v)));
-        for (const auto& e : *a) base.bounds.push_back(read_bound(e, "", L, key));
+        for (const auto& e : *a)
+          base.bounds.push_back(checked_bound(read_bound(e, "", L, key), *runner, base.probe, L, line_of(e), key));
       } else if (ks == "sweep") {
         const auto* t = v.as_table();
         if (!t) L.fail(line_of(v), key, "expected a table: sweep = { PARAM = [values...] }");
@@ -258,11 +278,20 @@ scenario parse_scenario(std::string_view text, const std::string& source_name) {
         base.params[ks] = convert(v, ps->kind, L, key);
       }
     }
-    for (const auto& b : base.bounds)
-      if (!runner->known_metric(b.metric))
-        L.fail(cline, ctx + ": bound",
-               fmt::format("'{}' names no metric of probe '{}' (known: {})", b.text(), base.probe, runner->metric_names));
 
+    // Cap the product before building it: a sweep of 2e9 checks would otherwise be expanded
+    // in memory and die with no file:line.
+    {
+      double product = 1.0;
+      for (const auto& [key, values] : sweeps) {
+        product *= static_cast<double>(values.size());
+        if (product + static_cast<double>(sc.checks.size()) > static_cast<double>(k_max_checks))
+          L.fail(line_of(*ct.get("sweep")), ctx + ": sweep",
+                 fmt::format("expands to {:.0f} checks or more (at '{}'), beyond the limit of {} checks "
+                             "per scenario; split it into several checks or scenarios",
+                             product, key, k_max_checks));
+      }
+    }
     // Expand the sweep: the cartesian product, in file order, last axis fastest.
     std::vector<check_spec> expanded{base};
     for (const auto& [key, values] : sweeps) {
@@ -288,11 +317,10 @@ scenario parse_scenario(std::string_view text, const std::string& source_name) {
 }
 
 scenario load_scenario_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path, "cannot open the scenario file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_scenario(ss.str(), path);
+  // A scenario is a few kilobytes; the cap keeps `run /dev/zero`-like mistakes from reading
+  // without end (io::read_text_file refuses non-regular files first).
+  constexpr std::size_t k_max_scenario_bytes = 16u << 20;
+  return parse_scenario(io::read_text_file(path, k_max_scenario_bytes, "scenario file"), path);
 }
 
 }  // namespace numprobe::scenario

@@ -117,8 +117,12 @@ TEST(cli_kl, bad_inputs_exit_2) {
   bad[10 * 500 + 2] = INFINITY;
   const auto nan = f.path("nan.npy");
   numprobe::io::write_npy(nan, std::vector<std::uint64_t>{64, 500}, bad);
-  expect_input_error(f, "kl " + f.base + " " + nan, "candidate[3, 7]=nan");
-  expect_input_error(f, "kl " + f.base + " " + nan, "2 NaN/Inf");
+  // NaN/Inf in the candidate is a finding (exit 1, issue 15); in the base, an input error.
+  const auto finding = run_numprobe("kl " + f.base + " " + nan);
+  EXPECT_EQ(finding.exit_code, 1) << finding.err;
+  EXPECT_NE(finding.err.find("candidate[3, 7]=nan"), std::string::npos) << finding.err;
+  EXPECT_NE(finding.err.find("2 NaN/Inf"), std::string::npos) << finding.err;
+  expect_input_error(f, "kl " + nan + " " + f.base, "base[3, 7]=nan");
   // Empty file, zero rows, missing file.
   const auto empty = f.path("empty.npy");
   std::ofstream(empty).close();

@@ -19,6 +19,7 @@
 
 #include "numprobe/core/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
+#include "numprobe/formats/outlier_flushes.hpp"
 #include "src/formats/fast_quantize.hpp"
 
 namespace nf = numprobe::formats;
@@ -320,21 +321,26 @@ TEST(fast_quantize, strip_summary_equals_the_rules_over_quantize_blocks) {
             want.flushed += b.flushed;
             want.clipped += b.clipped;
             want.scale_underflow += b.scale_underflow ? 1 : 0;
-            const bool flush_block = scaled && !b.scale_underflow && b.argmax >= 0 && b.flushed > 0 &&
-                                     b.rows * b.cols > 1;
-            if (!flush_block) continue;
-            ++want.flush_blocks;
-            want.flush_blocks_flushed += b.flushed;
-            if (!worst || b.flushed > worst->flushed || (b.flushed == worst->flushed && b.amax > worst->amax)) {
+            // Outlier flushes by the one definition, on quantize()'s element-wise result.
+            const std::int32_t of = scaled ? nf::outlier_block_flushes(
+                                                 c, b, cols, [&](std::int64_t i) { return in.values[static_cast<std::size_t>(i)]; },
+                                                 [&](std::int64_t i, double) { return q.dequant[static_cast<std::size_t>(i)] == 0.0; })
+                                           : 0;
+            if (of <= 0) continue;
+            ++want.outlier_blocks;
+            want.outlier_flushed += of;
+            if (!worst || of > want.worst_outlier_flushed || (of == want.worst_outlier_flushed && b.amax > worst->amax)) {
               worst = &b;
               want.worst = j;
+              want.worst_outlier_flushed = of;
             }
           }
           ASSERT_EQ(sm.flushed, want.flushed) << "strip " << br;
           ASSERT_EQ(sm.clipped, want.clipped) << "strip " << br;
           ASSERT_EQ(sm.scale_underflow, want.scale_underflow) << "strip " << br;
-          ASSERT_EQ(sm.flush_blocks, want.flush_blocks) << "strip " << br;
-          ASSERT_EQ(sm.flush_blocks_flushed, want.flush_blocks_flushed) << "strip " << br;
+          ASSERT_EQ(sm.outlier_blocks, want.outlier_blocks) << "strip " << br;
+          ASSERT_EQ(sm.outlier_flushed, want.outlier_flushed) << "strip " << br;
+          ASSERT_EQ(sm.worst_outlier_flushed, want.worst_outlier_flushed) << "strip " << br;
           ASSERT_EQ(sm.worst, want.worst) << "strip " << br;
           std::vector<std::int64_t> shown;
           if (sm.worst >= 0) shown.push_back(sm.worst);

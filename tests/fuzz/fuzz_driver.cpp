@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_case_entry.hpp"
 #include "fuzz_entry.hpp"
 
 namespace {
@@ -236,6 +237,23 @@ int main(int argc, char** argv) {
       numprobe::io::fuzz::run_npy(m.data(), m.size());
     } else {
       numprobe::io::fuzz::run_safetensors(m.data(), m.size());
+    }
+    // Case ids (`--case ID`) too: a mutated canonical id, every 8th input.
+    if ((n & 7) == 7) {
+      static const std::string k_ids[] = {
+          "attention(T=8192,S=8192,Hq=32,Hkv=8,D=128,in=bf16,mask=causal,seed=7)",
+          "attention(B=2,T=3,S=128,Hq=4,Hkv=2,D=64,in=e4m3fn,mask=window,W=16,softcap=30,dist=shifted,shift=-1000,seed=1)"};
+      std::string id = k_ids[rng() % 2];
+      for (int e = 0, edits = 1 + static_cast<int>(rng() % 4); e < edits && !id.empty(); ++e) {
+        const std::size_t at = rng() % id.size();
+        switch (rng() % 4) {
+          case 0: id[at] = static_cast<char>(rng() & 0xFF); break;
+          case 1: id.erase(at, 1 + rng() % 4); break;
+          case 2: id.insert(at, id.substr(rng() % id.size(), 1 + rng() % 12)); break;
+          default: id.insert(at, std::to_string(static_cast<std::int64_t>(rng()))); break;
+        }
+      }
+      numprobe::fuzz::run_case_id(reinterpret_cast<const std::uint8_t*>(id.data()), id.size());
     }
     std::string why;
     if (!views_inside(m, is_npy, why)) {

@@ -89,7 +89,8 @@ TEST(kl_probe, same_report_for_any_thread_count_and_block_size) {
   }
 }
 
-TEST(kl_probe, nan_is_an_input_error_with_its_position) {
+// NaN in the candidate is a finding (exit 1); in the base an input error (exit 2).
+TEST(kl_probe, nan_is_reported_with_its_position) {
   files f;
   std::vector<float> b, c;
   make(b, c);
@@ -100,10 +101,17 @@ TEST(kl_probe, nan_is_an_input_error_with_its_position) {
   for (unsigned t : {1u, 2u}) {
     try {
       (void)report(f.path("b.npy"), f.path("c.npy"), t, 3);
+      FAIL() << "expected a finding";
+    } catch (const numprobe::error& e) {
+      EXPECT_EQ(e.code(), numprobe::exit_code::m_breach);
+      EXPECT_NE(std::string(e.what()).find("candidate[20, 999]=nan"), std::string::npos) << e.what();
+    }
+    try {
+      (void)report(f.path("c.npy"), f.path("b.npy"), t, 3);
       FAIL() << "expected an input error";
     } catch (const numprobe::error& e) {
       EXPECT_EQ(e.code(), numprobe::exit_code::m_input);
-      EXPECT_NE(std::string(e.what()).find("candidate[20, 999]=nan"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("base[20, 999]=nan"), std::string::npos) << e.what();
     }
   }
 }

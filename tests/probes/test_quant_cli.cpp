@@ -82,7 +82,11 @@ TEST(quant_cli, mx_block_from_npy_with_dump_and_nonfinite_inputs) {
   const auto dir = temp_dir("mx");
   const std::vector<std::uint64_t> shape = {1, 64};
   numprobe::io::write_npy(dir / "x.npy", shape, mx_input());
-  const auto r = run("--scheme mxfp4 --input " + (dir / "x.npy").string() + " --dump " +
+  // NaN/Inf inputs fail by default (issue 15) and pass only with --allow-nonfinite.
+  const auto refused = run("--scheme mxfp4 --input " + (dir / "x.npy").string());
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_NE(refused.out.find("NON-FINITE"), std::string::npos) << refused.out;
+  const auto r = run("--scheme mxfp4 --allow-nonfinite --input " + (dir / "x.npy").string() + " --dump " +
                      (dir / "dump").string() + " --json -");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);

@@ -125,7 +125,7 @@ const bad_case k_bad[] = {
     {"bound_table_key", "[[check]]\nname = \"a\"\nprobe = \"attention\"\nbounds = [{ exp = \"rel_rms<=1\" }]\n",
      "bad.toml:4: check 'a': bounds.exp: unknown key in a bound"},
     {"unknown_metric", "[[check]]\nname = \"a\"\nprobe = \"quant\"\nbound = \"rel_rmss<=1\"\n",
-     "bad.toml:1: check 'a': bound: 'rel_rmss<=1' names no metric of probe 'quant'"},
+     "bad.toml:4: check 'a': bound: 'rel_rmss<=1' names no metric of probe 'quant'"},
     {"unknown_probe", "[[check]]\nname = \"a\"\nprobe = \"atention\"\n",
      "bad.toml:3: check 'a': probe: unknown probe 'atention'"},
     {"missing_name", "title = \"t\"\n[[check]]\nprobe = \"quant\"\n", "bad.toml:2: name: missing"},

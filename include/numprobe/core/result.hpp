@@ -116,9 +116,13 @@ struct run_result {
   std::int64_t checks_planned = 0;
   std::int64_t checks_resumed = 0;  // taken from the journal of an earlier run
   std::vector<check_result> checks;
+  // Planned checks that never ran (interrupted), "probe:name", in run order: reports list them
+  // as skipped.
+  std::vector<std::string> not_run;
+  int signal = 0;  // the signal that interrupted the run (SIGINT 2, SIGTERM 15); 0 if none
   double seconds = 0.0;
 
-  // The worst outcome: 3 > 2 > 1 > 0.
+  // The worst outcome: 3 > 2 > 1 > 0; 128 + signal when interrupted (the process's exit code).
   [[nodiscard]] int exit_code() const;
   [[nodiscard]] std::int64_t count(status s) const;
 };

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Hostile-input tour of the numprobe CLI (issue 15), as a repeatable test.
+
+Each line of cases.txt is one invocation:  EXIT | REGEX | ARGS
+  EXIT   the exit code expected (2 input error, 1 finding, 0 pass, 3 backend)
+  REGEX  a Python regex that the one-line error (stderr's "numprobe: ..." lines; stdout too
+         for exit codes 0 and 1) must match
+  ARGS   the arguments after `numprobe`, split like a shell would (shlex); {T} is the folder
+         of fixtures this script writes first (truncated and malicious files, FIFOs, ...)
+A case is a defect when it exits otherwise, runs past the time limit (a hang), dies on a
+signal (a crash), or prints an error that does not match. The table at the end gives the
+cases, the OK ones and the defects left; the script exits 1 if any defect is left.
+No numpy needed: every fixture is written byte by byte here.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def npy(descr, shape, data, version=1, header_extra=""):
+    shape_txt = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, %s}" % (descr, shape_txt, header_extra)
+    h = h.encode("latin-1")
+    pad = (64 - (10 + len(h) + 1) % 64) % 64
+    h = h + b" " * pad + b"\n"
+    return b"\x93NUMPY" + bytes([version, 0]) + struct.pack("<H", len(h)) + h + data
+
+
+def f32(values):
+    return struct.pack("<%df" % len(values), *values)
+
+
+def safetensors(tensors, extra_header=None, data_override=None):
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if extra_header:
+        header.update(extra_header)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + (data if data_override is None else data_override)
+
+
+def write(path, content):
+    with open(path, "wb" if isinstance(content, bytes) else "w") as f:
+        f.write(content)
+
+
+def make_fixtures(t):
+    os.makedirs(os.path.join(t, "dir.npy"))
+    os.makedirs(os.path.join(t, "dir.toml"))
+    os.mkfifo(os.path.join(t, "fifo.npy"))
+    os.mkfifo(os.path.join(t, "fifo.toml"))
+    os.mkfifo(os.path.join(t, "fifo.safetensors"))
+    os.symlink(os.path.join(t, "loop.npy"), os.path.join(t, "loop.npy"))
+    os.symlink(os.path.join(t, "loop.toml"), os.path.join(t, "loop.toml"))
+    vals = [((i * 37) % 101 - 50) / 17.0 for i in range(64 * 64)]
+    good = npy("<f4", (64, 64), f32(vals))
+    write(os.path.join(t, "good.npy"), good)
+    write(os.path.join(t, "good2.npy"), npy("<f4", (64, 64), f32([v * 0.9 + 0.01 for v in vals])))
+    write(os.path.join(t, "truncated.npy"), good[: len(good) // 2])
+    write(os.path.join(t, "trailing.npy"), good + b"xxxx")
+    write(os.path.join(t, "badmagic.npy"), b"\x93NUMPX" + good[6:])
+    write(os.path.join(t, "empty.npy"), b"")
+    write(os.path.join(t, "hugehdr.npy"), b"\x93NUMPY\x02\x00" + struct.pack("<I", 0x7FFFFFFF) + b"{}")
+    write(os.path.join(t, "hdrpast.npy"), b"\x93NUMPY\x01\x00" + struct.pack("<H", 5000) + b"{'descr'")
+    write(os.path.join(t, "nuldescr.npy"), npy("<f\x004", (4,), f32([1, 2, 3, 4])))
+    write(os.path.join(t, "bigdim.npy"), npy("<f4", (99999999999999999999999,), b""))
+    write(os.path.join(t, "hugeshape.npy"), npy("<f4", (1 << 40, 1 << 30), b""))
+    write(os.path.join(t, "negdim.npy"), npy("<f4", (-4,), b""))
+    write(os.path.join(t, "fortran.npy"), npy("<f4", (4,), f32([1, 2, 3, 4])).replace(b"False", b"True "))
+    write(os.path.join(t, "bigendian.npy"), npy(">f4", (4,), f32([1, 2, 3, 4])))
+    write(os.path.join(t, "struct.npy"), b"\x93NUMPY\x01\x00" + struct.pack("<H", 64) +
+          b"{'descr': [('a','<f4')], 'fortran_order': False, 'shape': (1,), }".ljust(63) + b"\n")
+    write(os.path.join(t, "i32.npy"), npy("<i4", (4, 4), struct.pack("<16i", *range(16))))
+    nan_vals = list(vals)
+    nan_vals[5] = float("nan")
+    nan_vals[77] = float("inf")
+    write(os.path.join(t, "nan.npy"), npy("<f4", (64, 64), f32(nan_vals)))
+    write(os.path.join(t, "vec.npy"), npy("<f4", (4096,), f32(vals)))
+    write(os.path.join(t, "logits_a.npy"), npy("<f4", (8, 64), f32(vals[: 8 * 64])))
+    write(os.path.join(t, "logits_b.npy"), npy("<f4", (8, 32), f32(vals[: 8 * 32])))
+    write(os.path.join(t, "logits_nan.npy"), npy("<f4", (8, 64), f32(nan_vals[: 8 * 64])))
+    st = {"model.layers.0.mlp.down_proj.weight": ("F32", [64, 64], f32(vals))}
+    write(os.path.join(t, "good.safetensors"), safetensors(st))
+    write(os.path.join(t, "notensors.safetensors"), safetensors({}, {"__metadata__": {"a": "b"}}))
+    write(os.path.join(t, "nan.safetensors"), safetensors({"w": ("F32", [64, 64], f32(nan_vals))}))
+    write(os.path.join(t, "st_trunc.safetensors"), safetensors(st)[:-100])
+    write(os.path.join(t, "st_overlap.safetensors"),
+          safetensors({"a": ("F32", [4], f32([1] * 4)), "b": ("F32", [4], f32([1] * 4))},
+                      {"b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}, f32([1] * 8)))
+    write(os.path.join(t, "st_hugelen.safetensors"), struct.pack("<Q", 1 << 62) + b"{}")
+    write(os.path.join(t, "st_badjson.safetensors"), struct.pack("<Q", 8) + b"{not js}")
+    write(os.path.join(t, "st_dtype.safetensors"), safetensors({"w": ("Q7", [4], b"\0" * 4)}))
+    write(os.path.join(t, "st_shape.safetensors"), safetensors({"w": ("F32", [5], f32([1] * 4))}))
+    write(os.path.join(t, "st_neg.safetensors"),
+          safetensors({}, {"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}}))
+    write(os.path.join(t, "st_deep.safetensors"),
+          safetensors({}, {"w": {"dtype": "F32", "shape": [[[[1]]]], "data_offsets": [0, 0]}}))
+    write(os.path.join(t, "self.json"), json.dumps({"weight_map": {"w": "self.json"}}))
+    write(os.path.join(t, "traverse.json"), json.dumps({"weight_map": {"w": "../etc/passwd"}}))
+    write(os.path.join(t, "absolute.json"), json.dumps({"weight_map": {"w": "/etc/passwd"}}))
+    write(os.path.join(t, "missing_shard.json"), json.dumps({"weight_map": {"w": "nope.safetensors"}}))
+    write(os.path.join(t, "garbage.json"), "{{{{")
+    write(os.path.join(t, "garbage.toml"), "[[[ this is not toml")
+    write(os.path.join(t, "binary.toml"), b"\x00\x01\x02\xff\xfe")
+    write(os.path.join(t, "nochecks.toml"), 'title = "x"\n')
+    write(os.path.join(t, "unknownprobe.toml"), '[[check]]\nname = "a"\nprobe = "nosuch"\n')
+    write(os.path.join(t, "badmetric.toml"),
+          '[[check]]\nname = "a"\nprobe = "quant"\nshape = "16x64"\nbounds = [\n  "sqnr_db>=1",\n  "sqnrr>=1",\n]\n')
+    vals100 = ",".join(str(i) for i in range(100))
+    write(os.path.join(t, "bigsweep.toml"),
+          '[[check]]\nname = "a"\nprobe = "quant"\nsweep = { seed = [%s], group = [%s], worst = [%s], axis = [%s], rule = ["floor", "ceil"] }\n'
+          % (vals100, vals100, vals100, vals100))
+    write(os.path.join(t, "nobasis.toml"), '[[check]]\nname = "a"\nprobe = "quant"\nshape = "16x64"\nbound = "sqnr_db>=1"\n')
+    write(os.path.join(t, "quantnan.toml"),
+          '[[check]]\nname = "a"\nprobe = "quant"\ninput = "%s"\nbound = "sqnr_db>=1"\nbasis = "x"\n' % os.path.join(t, "nan.npy"))
+    write(os.path.join(t, "scanempty.toml"),
+          '[[check]]\nname = "a"\nprobe = "scan"\ncheckpoint = "%s"\n' % os.path.join(t, "notensors.safetensors"))
+    write(os.path.join(t, "ok.toml"), '[[check]]\nname = "q"\nprobe = "quant"\nshape = "16x64"\nbound = "sqnr_db>=1"\nbasis = "x"\n')
+    os.makedirs(os.path.join(t, "garbage_out"))
+    write(os.path.join(t, "garbage_out", "journal.jsonl"), b"\x01\x02garbage\n")
+    write(os.path.join(t, "result_garbage.json"), "not json")
+    write(os.path.join(t, "result_other.json"), json.dumps({"tool": "other"}))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--numprobe", required=True)
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    t = tempfile.mkdtemp(prefix="numprobe_hostile_")
+    env = dict(os.environ, NO_COLOR="1", NUMPROBE_MAX_MEMORY="8G")
+    try:
+        make_fixtures(t)
+        cases = []
+        with open(a.cases) as f:
+            for n, line in enumerate(f, 1):
+                line = line.rstrip("\n")
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                code, regex, args = (p.strip() for p in line.split(" | ", 2))
+                cases.append((n, int(code), regex, args))
+        ok, defects, t0 = 0, [], time.time()
+        for n, code, regex, args in cases:
+            argv = [os.path.abspath(a.numprobe)] + [x.replace("{T}", t) for x in shlex.split(args)]
+            try:
+                p = subprocess.run(argv, capture_output=True, timeout=a.timeout, env=env, cwd=t,
+                                   stdin=subprocess.DEVNULL)
+                rc, out, err = p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+            except subprocess.TimeoutExpired:
+                defects.append((n, args, "hang: no exit within %.0f s" % a.timeout))
+                continue
+            lines = [l for l in err.splitlines() if l.startswith("numprobe")]
+            # `run` reports a failing check in its report (stdout), not as one error line.
+            is_run = args.split()[:1] == ["run"]
+            text = "\n".join(lines + (out.splitlines() if code in (0, 1) or is_run else []))
+            why = None
+            if rc < 0:
+                why = "crash: signal %d" % -rc
+            elif rc != code:
+                why = "exit %d, expected %d: %s" % (rc, code, (lines[-1] if lines else out.strip()[-200:]))
+            elif code == 2 and not is_run and not any(l.startswith("numprobe: error: ") for l in lines):
+                why = "no one-line 'numprobe: error:' message"
+            elif not re.search(regex, text):
+                why = "message does not match /%s/: %s" % (regex, (lines[-1] if lines else text[-200:]))
+            if why:
+                defects.append((n, args, why))
+            else:
+                ok += 1
+                if a.verbose:
+                    print("ok   line %d: %s -> %d %s" % (n, args, rc, lines[-1] if lines else ""))
+        for n, args, why in defects:
+            print("DEFECT line %d: numprobe %s\n       %s" % (n, args, why))
+        print("\nhostile inputs: %d cases, %d OK, %d defects left (%.1f s)" % (len(cases), ok, len(defects), time.time() - t0))
+        return 1 if defects else 0
+    finally:
+        shutil.rmtree(t, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
