@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/core/memory_budget.hpp"
 
 namespace numprobe::scenario {
 
@@ -58,6 +59,7 @@ attention_case make_attention_case(const check_spec& s, std::int64_t seq) {
   c.softcap = s.get_float("softcap", 0.0);
   c.dist = parse_dist(s.get_string("dist", "normal"), s.place("dist"));
   c.logit_shift = s.get_float("shift", -2.0e4);
+  if (s.get_int("seed", 7) < 0) throw_input_error(s.place("seed"), fmt::format("must be >= 0, got {}", s.get_int("seed", 7)));
   c.seed = static_cast<std::uint64_t>(s.get_int("seed", 7));
   if (c.mask == mask_kind::m_ranges) throw_input_error(s.place("mask"), "mask = ranges is library-only");
   if (c.mask != mask_kind::m_window && c.window != 0)
@@ -67,6 +69,11 @@ attention_case make_attention_case(const check_spec& s, std::int64_t seq) {
   } catch (const error& e) {
     throw_input_error(fmt::format("{}:{}: check '{}'", s.file, s.line, s.name), e.what());
   }
+  // Sized before anything is allocated (numprobe/core/memory_budget.hpp): rows as the CLI's
+  // estimate takes them (all, N, or at most 1024 automatic ones).
+  const auto rows_text = s.get_string("rows", "auto");
+  std::int64_t rows = rows_text == "all" ? c.rows() : std::min<std::int64_t>(c.rows(), 1024);
+  check_attention_memory(c, rows, true, s.has("seq") ? s.place("seq") : fmt::format("{}:{}: check '{}'", s.file, s.line, s.name));
   return c;
 }
 
