@@ -15,6 +15,7 @@
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/progress.hpp"
+#include "src/core/interrupt.hpp"
 #include "src/providers/provider.hpp"
 #include "src/scenario/check_runner.hpp"
 #include "src/scenario/run_scenario.hpp"
@@ -33,16 +34,25 @@ struct run_flags {
   std::map<std::string, std::string> paths;  // format -> PATH
 };
 
-extern "C" void on_sigint(int) {
-  scenario::interrupt_requested().store(true);
-  // A second Ctrl-C ends the process at once.
-  std::signal(SIGINT, SIG_DFL);
-}
-
 nlohmann::json devices() {
   nlohmann::json d = nlohmann::json::array();
   for (const auto& b : attention_backends()) d.push_back({{"backend", b.name}, {"description", b.description}});
   return d;
+}
+
+// --backend is checked up front, even when no selected check takes a backend: a misspelt name
+// must not pass silently.
+void check_backend_name(const std::string& backend) {
+  if (backend.empty()) return;
+  const std::string key = backend.substr(0, backend.find(':'));
+  for (const char* k : {"best", "ref", "emu", "cuda", "hip", "exec", "exec-worker", "plugin"})
+    if (key == k) return;
+  std::string known = "best";
+  for (const auto& b : attention_backends()) {
+    if (b.name == key) return;
+    known += "|" + b.name;
+  }
+  throw_input_error("--backend", fmt::format("unknown backend '{}' (available: {})", backend, known));
 }
 
 void list_checks(const scenario::scenario& sc, const scenario::run_options& o) {
@@ -73,6 +83,7 @@ void setup_run(CLI::App& app) {
     const auto sc = builtin ? scenario::parse_scenario(scenario::default_scenario_text(), "built-in default.toml")
                             : scenario::load_scenario_file(f->scenario);
     scenario::run_options o;
+    check_backend_name(f->backend);
     o.backend_override = f->backend;
     o.filter = f->filter;
     if (!f->shard.empty()) o.shard = scenario::parse_shard(f->shard);
@@ -93,10 +104,16 @@ void setup_run(CLI::App& app) {
     o.on_start = [&bar](const scenario::check_spec& c, std::size_t i, std::size_t n) { bar.update(i, n, c.name); };
 
     scenario::interrupt_requested().store(false);
-    auto* previous = std::signal(SIGINT, on_sigint);
-    auto rr = scenario::run_scenario(sc, o);
-    std::signal(SIGINT, previous);
+    // Ctrl-C/SIGTERM set the flag and wake any child wait (src/core/interrupt.hpp); a second
+    // one ends the process at once.
+    auto rr = [&] {
+      const interrupt_scope defer;
+      return scenario::run_scenario(sc, o);
+    }();
     bar.finish();
+    // The reports carry the process's exit code: 128 + the signal when interrupted.
+    if (rr.incomplete && scenario::interrupt_requested().load())
+      rr.signal = interrupt_signal() > 0 ? interrupt_signal() : SIGINT;
 
     std::uint64_t seed = 7;
     if (!sc.checks.empty()) seed = static_cast<std::uint64_t>(sc.checks.front().get_int("seed", 7));
@@ -115,7 +132,7 @@ void setup_run(CLI::App& app) {
       reports::terminal_writer(::isatty(STDOUT_FILENO) != 0 && !(no_colour && *no_colour)).print(rr);
     }
     if (!f->out.empty() && !to_stdout) fmt::print("reports in {}\n", f->out);
-    exit_status() = rr.incomplete && scenario::interrupt_requested().load() ? 130 : rr.exit_code();
+    exit_status() = rr.exit_code();
   });
 }
 
