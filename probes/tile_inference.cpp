@@ -84,7 +84,7 @@ double median(std::vector<double> v) {
 // Rows where the error steps and stays stepped: |y(t) - y(t-1)| above the threshold, and the
 // mean of the next w rows differs from the mean of the previous w rows the same way.
 std::vector<std::int64_t> step_rows(const std::vector<double>& err, double floor_value,
-                                    std::int64_t merge_rows = 4, std::int64_t first_row = 4) {
+                                    std::int64_t merge_rows = 6, std::int64_t first_row = 4) {
   const auto n = static_cast<std::int64_t>(err.size());
   std::vector<double> y(err.size());
   for (std::size_t i = 0; i < err.size(); ++i) y[i] = std::log(std::clamp(err[i], floor_value, 1e6));
@@ -110,7 +110,8 @@ std::vector<std::int64_t> step_rows(const std::vector<double>& err, double floor
     const double persistent = after / na - before / nb;
     if (persistent * step <= 0 || std::fabs(persistent) < thr / 2) continue;
     // One event may take a few rows to settle (the error keeps rising over the first rows of
-    // a new tile): steps within w rows of the last one belong to it.
+    // a new tile): steps within merge_rows (6 < 8, the smallest candidate period) of the last
+    // one belong to it.
     if (!out.empty() && out.back() >= t - merge_rows) continue;
     out.push_back(t);
   }
