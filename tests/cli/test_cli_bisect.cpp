@@ -77,9 +77,13 @@ TEST(cli_bisect, terminal_trace_and_markdown_report) {
 }
 
 TEST(cli_bisect, bad_flags_exit_2_naming_the_flag) {
-  auto r = run_numprobe("bisect --backend emu --seq 64 " + k_small);
+  // `--seq N` means up to N (issue 14); a length that is not a positive integer is refused.
+  auto r = run_numprobe("bisect --backend emu --seq 0 " + k_small);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--seq"), std::string::npos) << r.err;
+  r = run_numprobe("bisect --backend emu --seq 64 --json - " + k_small);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"classification\""), std::string::npos) << r.out.substr(0, 400);
   r = run_numprobe("bisect --backend emu --seq 64..128 --bound 'nonsense<=2' " + k_small);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--bound"), std::string::npos) << r.err;
