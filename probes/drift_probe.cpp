@@ -35,7 +35,8 @@ std::vector<std::int64_t> drift_lengths(const std::string& points, std::int64_t 
     throw_input_error("--seq", fmt::format("need 1 <= A <= B in A..B, got {}..{}", lo, hi));
   std::set<std::int64_t> out;
   if (points == "tile") {
-    if (tile_k <= 0) throw_input_error("--points", "tile needs a kernel with known tiles; use --tile or log:N");
+    // An opaque kernel whose tile could not be inferred: lengths around every common tile.
+    if (tile_k <= 0) return common_tile_lengths(lo, hi);
     const std::int64_t k_lo = std::max<std::int64_t>(1, (lo + tile_k - 1) / tile_k);
     const std::int64_t k_hi = std::max(k_lo, hi / tile_k);
     // About 3 k values per octave of tiles keeps a 1000x sweep near 30 k values (90 points).
@@ -59,6 +60,8 @@ std::vector<std::int64_t> drift_lengths(const std::string& points, std::int64_t 
       auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), s);
       if (ec != std::errc() || p != item.data() + item.size() || s < 1)
         throw_input_error("--points", fmt::format("'{}' is not tile, log:N or a list of positive lengths", points));
+      if (s < lo || s > hi)
+        throw_input_error("--points", fmt::format("length {} is outside --seq {}..{}", s, lo, hi));
       out.insert(s);
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     }
@@ -79,7 +82,12 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
     if (!probe_point.metric(b.metric) && b.metric.rfind("e2e.", 0) != 0)
       throw_input_error("--bound", fmt::format("unknown metric '{}' for drift", b.metric));
   }
-  const auto lengths = drift_lengths(opts.points, opts.seq_lo, opts.seq_hi, r.tiles.k);
+  std::int64_t tile_k = r.tiles.k;
+  if (!r.tiles.known() && opts.points == "tile") {
+    r.inferred_tile = infer_tile(provider, opts.base);
+    tile_k = r.inferred_tile.k;
+  }
+  const auto lengths = drift_lengths(opts.points, opts.seq_lo, opts.seq_hi, tile_k);
   // Inputs are generated once at the longest length; each point takes its prefix.
   attention_case longest = opts.base;
   longest.seq = lengths.back();
@@ -130,14 +138,16 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
   for (const auto& p : r.points)
     if (p.kernel.nan_count > 0) breach_seqs.insert(p.seq);
   if (!breach_seqs.empty()) {
-    if (!r.tiles.known()) {
+    // An opaque kernel's breaches are placed against its inferred tile, when there is one.
+    const std::int64_t bk = r.tiles.known() ? r.tiles.k : r.inferred_tile.k;
+    if (bk <= 0) {
       r.tile_pattern = "unknown-tile";
     } else {
       std::size_t multiples = 0;
-      for (auto s : breach_seqs) multiples += (s % r.tiles.k == 0);
+      for (auto s : breach_seqs) multiples += (s % bk == 0);
       std::size_t passing_non_multiples = 0, passing_multiples = 0;
       for (const auto& p : r.points)
-        if (!breach_seqs.count(p.seq)) (p.seq % r.tiles.k == 0 ? passing_multiples : passing_non_multiples)++;
+        if (!breach_seqs.count(p.seq)) (p.seq % bk == 0 ? passing_multiples : passing_non_multiples)++;
       if (multiples == breach_seqs.size() && passing_multiples == 0) r.tile_pattern = "multiples";
       else if (multiples == 0 && passing_non_multiples == 0) r.tile_pattern = "non-multiples";
       else r.tile_pattern = "mixed";
@@ -291,6 +301,7 @@ nlohmann::json to_json(const drift_result& r) {
           {"breaches", breaches},
           {"point_errors", errors},
           {"tile_pattern", r.tile_pattern},
+          {"inferred_tile", to_json(r.inferred_tile)},
           {"seconds", r.seconds}};
   if (!r.series.empty()) out["series"] = series;
   return out;

@@ -9,11 +9,13 @@
 #include "numprobe/core/bound.hpp"
 #include "numprobe/metrics/growth_fit.hpp"
 #include "probes/attention_probe.hpp"
+#include "probes/tile_inference.hpp"
 
 namespace numprobe::probes {
 
-// --points: "tile" (k*Bk-1, k*Bk, k*Bk+1 at log-spaced k), "log:N" (N log-spaced lengths), or a
-// comma-separated list of lengths.
+// --points: "tile" (k*Bk-1, k*Bk, k*Bk+1 at log-spaced k; with tile_k <= 0, unknown, the same
+// around every common tile size: common_tile_lengths), "log:N" (N log-spaced lengths), or a
+// comma-separated list of lengths, each within [lo, hi].
 [[nodiscard]] std::vector<std::int64_t> drift_lengths(const std::string& points, std::int64_t lo,
                                                       std::int64_t hi, std::int64_t tile_k);
 
@@ -61,6 +63,9 @@ struct drift_point_error {
 struct drift_result {
   std::string provider;
   tile_shape tiles;
+  // Opaque kernels under `--points tile`: the tile inferred from cheap cases (issue 14). Its k
+  // chose the lengths when known; else the lengths cross every common tile size.
+  tile_inference inferred_tile;
   std::vector<attention_point> points;
   metrics::growth_fit growth;
   std::vector<drift_breach> breaches;  // point and growth breaches of the bounds

@@ -45,8 +45,13 @@ std::string drift_csv(const probes::drift_result& r) {
 }
 
 void print_drift(const probes::drift_result& r, const std::vector<bound>& bounds) {
-  fmt::print("backend   {}   tile {}\n\n", r.provider,
-             r.tiles.known() ? fmt::format("{}x{}", r.tiles.q, r.tiles.k) : "opaque");
+  // Opaque kernels: the inferred tile that chose the lengths, or the dense fallback.
+  std::string tile = r.tiles.known() ? fmt::format("{}x{}", r.tiles.q, r.tiles.k) : "opaque";
+  if (!r.tiles.known() && r.inferred_tile.ran)
+    tile = r.inferred_tile.known() ? probes::tile_text(r.inferred_tile)
+                                   : fmt::format("unknown: dense lengths crossing 16..256 ({})",
+                                                 r.inferred_tile.evidence);
+  fmt::print("backend   {}   tile {}\n\n", r.provider, tile);
   const bool series = !r.series.empty();
   std::vector<std::string> cols{"seq", "tiles", "mod", "rel_rms", "max_abs", "naive", "ratio", "nan", "case"};
   if (series) cols.insert(cols.begin(), {"splits", "page"});
