@@ -42,9 +42,11 @@ bisect_result run_bisect(const bisect_options& o) {
     // A case that passes at every length: the audit's family sweep (every class's probe against
     // its control) instead of stopping at "no failure" -- a finite sentinel or a GQA bug does
     // not show under the case's own inputs.
-    const tile_shape kt = ctx.tiles();
+    tile_shape kt = ctx.tiles();
+    if (!kt.known() && !r.inferred_tile.ran) r.inferred_tile = infer_tile(ctx.provider(), base);
+    if (!kt.known() && r.inferred_tile.known()) kt = {r.inferred_tile.q, r.inferred_tile.k};
     std::vector<audit_error> errors;
-    r.family_sweep = run_audit_classes(ctx, base, o.seq_hi, false, kt.q, kt.k, errors);
+    r.family_sweep = run_audit_classes(ctx, base, o.seq_hi, true, kt.q, kt.k, errors);
     r.family_sweep_ran = true;
     r.candidates = failing_classes(r.family_sweep);
     if (r.candidates.empty()) r.classification = "no failure";

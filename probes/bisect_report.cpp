@@ -159,6 +159,11 @@ nlohmann::json to_json(const bisect_result& r, bool with_seconds) {
     classes.push_back({{"class", c.name}, {"verdict", c.verdict}, {"for", c.evidence_for},
                        {"against", c.evidence_against}});
   j["classes"] = classes;
+  if (r.family_sweep_ran) {
+    nlohmann::json sweep = nlohmann::json::array();
+    for (const auto& c : r.family_sweep) sweep.push_back(to_json(c));
+    j["family_sweep"] = sweep;
+  }
   const auto& P = r.precision;
   nlohmann::json prec = {{"ran", P.ran}, {"reason", P.reason}, {"case", P.family_case},
                          {"all_f64_fixes", P.all_f64_fixes}, {"minimal_set", P.culprit},

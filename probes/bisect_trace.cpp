@@ -62,8 +62,11 @@ bisect_step& bisect_context::evaluate(const std::string& stage, const attention_
   s.ratio_to_naive = p.ratio_to_naive;
   s.lse_max_abs = p.kernel.lse_max_abs;
   s.bias = p.kernel.bias;
-  s.nan_count = p.kernel.nonfinite_total();
-  s.failed = s.nan_count > 0;
+  // NaN/Inf in O and a NaN LSE count as NaN; an infinite LSE (a row acting as if it saw no key,
+  // O = 0 and LSE = -inf) fails the step without passing for a NaN, which the classes read as
+  // the empty-row signature.
+  s.nan_count = p.kernel.nan_count + p.kernel.inf_count + p.kernel.lse_nan_count;
+  s.failed = s.nan_count > 0 || p.kernel.lse_inf_count > 0;
   for (std::size_t i = 0; i < m_bounds.size(); ++i) {
     const double v = p.metric(m_bounds[i].metric).value_or(std::nan(""));
     if (i == 0) s.gate_value = v;

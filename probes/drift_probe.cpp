@@ -112,7 +112,7 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
       continue;
     }
     r.tiles = provider.tiles();
-    if (p.kernel.nan_count > 0 || p.kernel.inf_count > 0) ++r.nan_points;
+    if (p.kernel.nonfinite_total() > 0) ++r.nan_points;
     xs.push_back(key_tiles(c.seq, r.tiles.known() ? r.tiles.k : 64));
     ys.push_back(p.kernel.rel_rms);
     rs.push_back(p.ratio_to_naive);
@@ -136,7 +136,7 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
   for (const auto& b : r.breaches)
     if (b.seq > 0) breach_seqs.insert(b.seq);
   for (const auto& p : r.points)
-    if (p.kernel.nan_count > 0) breach_seqs.insert(p.seq);
+    if (p.kernel.nonfinite_total() > 0) breach_seqs.insert(p.seq);
   if (!breach_seqs.empty()) {
     // An opaque kernel's breaches are placed against its inferred tile, when there is one.
     const std::int64_t bk = r.tiles.known() ? r.tiles.k : r.inferred_tile.k;

@@ -177,11 +177,42 @@ if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip cli; then
   tail -15 "$OUT/quant_cuda.txt"; tail -12 "$OUT/run.txt"; tail -16 "$OUT/torch_drift.txt"
 fi
 
+# -------------------------------------------------------------- audit on the GPU (issue 14)
+# The healthy CUDA kernel must pass every class; its run-time fault variants must be named alone;
+# torch SDPA through exec-worker is a kernel numprobe did not write (tile unknown to it).
+if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip audit; then
+  stamp "audit: cuda healthy and fault variants, torch SDPA"
+  audit_line() {  # name, then numprobe args
+    local name=$1; shift
+    timeout 240 "$BUILD_DIR/numprobe" audit "$@" --heads 8 --kv-heads 2 --head-dim 64 --json "$OUT/audit_$name.json" \
+      > "$OUT/audit_$name.txt" 2>&1
+    local rc=$?
+    python3 -c "
+import json; d=json.load(open('$OUT/audit_$name.json'))
+print('audit $name rc=$rc failing=' + ','.join(d['failing']) + ' tile=%s/%s %.1f s' % (d['tile']['k'], d['tile']['source'], d['seconds']))
+" 2>/dev/null | tee -a "$OUT/audit.txt" || echo "audit $name rc=$rc (no JSON)" | tee -a "$OUT/audit.txt"
+  }
+  audit_line cuda --backend cuda
+  audit_line cuda_gqa_mod --backend cuda --inject gqa-mod --quick
+  audit_line cuda_index_wrap --backend cuda --inject index-wrap --quick
+  audit_line cuda_decode_empty_split --backend cuda --decode --queries 4 --inject empty-split-nan --quick
+  audit_line torch_sdpa --backend exec-worker:"python3 examples/exec/worker.py torch_sdpa"
+  RESULT[audit]=$(awk '{printf "%s; ", $0}' "$OUT/audit.txt")
+fi
+# Growth verdict false alarms on the healthy CUDA kernel, and its accumulation faults caught.
+if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip growth; then
+  stamp "growth false alarms (cuda)"
+  timeout 300 python3 bench/growth_false_alarms.py --numprobe "$BUILD_DIR/numprobe" --backends cuda --faults cuda \
+    --seeds ${GROWTH_SEEDS:-13} > "$OUT/growth_false_alarms.txt" 2>&1
+  RESULT[growth]="rc=$?, $(grep -iE 'false|total' "$OUT/growth_false_alarms.txt" | tail -2 | tr '\n' ' ')"
+  tail -30 "$OUT/growth_false_alarms.txt"
+fi
+
 # -------------------------------------------------------------- summary (last)
 echo
 echo "==================== numprobe gpu_check summary ===================="
 printf "%-12s %s\n" "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-for k in build build_cli tests accuracy memcheck racecheck drift quant_cli run_default torch_sdpa_drift quant_exact decode quant_decode_tests memcheck_q racecheck_q; do
+for k in build build_cli tests accuracy memcheck racecheck drift quant_cli run_default torch_sdpa_drift audit growth quant_exact decode quant_decode_tests memcheck_q racecheck_q; do
   [[ -n "${RESULT[$k]:-}" ]] && printf "%-12s %s\n" "$k" "${RESULT[$k]}"
 done
 if [[ -f "$OUT/bench.txt" ]]; then

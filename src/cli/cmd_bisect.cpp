@@ -37,7 +37,16 @@ void print_bisect(const probes::bisect_result& r) {
   t.print();
   fmt::print("\n");
   if (!r.failure_found) {
-    fmt::print("result    no failure: every length tried holds the bound\n");
+    fmt::print("result    every length tried holds the bound\n");
+    if (r.family_sweep_ran) {
+      fmt::print("family sweep (every class's probe against its control):\n");
+      for (const auto& c : r.family_sweep) {
+        fmt::print("  {:<6} {}\n", c.verdict == "fail" ? "[FAIL]" : c.verdict == "pass" ? "[pass]" : "[n/a]", c.name);
+        if (c.verdict == "fail")
+          for (const auto& e : c.evidence) fmt::print("           + {}\n", e);
+      }
+      fmt::print("classification     {}\n", r.classification);
+    }
   } else {
     const auto& L = r.length;
     fmt::print("first failing seq  {}{}\n", L.first_failing,
@@ -132,7 +141,8 @@ void setup_bisect(CLI::App& app) {
       doc.update(probes::to_json(r));
       write_json(f.json, doc);
     }
-    exit_status() = r.failure_found ? 1 : 0;
+    // A failure at some length, or (on a case that passes) a class the family sweep finds.
+    exit_status() = r.failure_found || !r.candidates.empty() ? 1 : 0;
   });
 }
 

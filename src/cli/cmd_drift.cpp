@@ -67,7 +67,7 @@ void print_drift(const probes::drift_result& r, const std::vector<bound>& bounds
     auto row = std::vector<std::string>{std::to_string(p.seq), tk ? std::to_string((p.seq + tk - 1) / tk) : "-",
            tk ? std::to_string(p.seq % tk) : "-", sci(p.kernel.rel_rms), sci(p.kernel.max_abs),
            sci(p.naive.rel_rms), fixed3(p.ratio_to_naive),
-           std::to_string(p.kernel.nan_count + p.kernel.inf_count), p.case_id};
+           std::to_string(p.kernel.nonfinite_total()), p.case_id};
     row.insert(row.begin(), pre.begin(), pre.end());
     t.add(row);
   }

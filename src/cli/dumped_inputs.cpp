@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/io/regular_file.hpp"
 #include "numprobe/io/load_tensor.hpp"
 #include "src/providers/exec_provider_files.hpp"
 
@@ -76,11 +77,11 @@ dumped_attention load_dumped_attention(const std::string& dir_text, const std::s
   if (dir_text.empty()) throw_input_error("--candidate", "needs --inputs DIR");
   const fs::path dir(dir_text);
   const fs::path case_path = dir / "case.json";
-  std::ifstream f(case_path);
-  if (!f) throw_input_error(case_path.string(), "cannot open (--inputs DIR needs DIR/case.json)");
+  // Read through the regular-file check: a FIFO or device named case.json must not block.
+  const std::string text = io::read_text_file(case_path.string(), 1 << 20, "case file (--inputs DIR needs DIR/case.json)");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw_input_error(case_path.string(), fmt::format("not valid JSON: {}", e.what()));
   }

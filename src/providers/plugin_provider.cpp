@@ -448,6 +448,8 @@ class plugin_provider final : public attention_provider {
                                       const host_tensor& oh,
                                       const std::vector<float>& lsef, bool want_lse) {
     attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, c.head_dim);
+    // Without NUMPROBE_FEATURE_LSE the LSE is unknown (the NaN poison), not a finding.
+    out.lse_known = want_lse;
     const auto row_elems = static_cast<std::size_t>(c.heads * c.head_dim);
     const auto hq = static_cast<std::size_t>(c.heads);
     const auto nrows = static_cast<std::int64_t>(rows.size());

@@ -44,7 +44,7 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
   // A NaN anywhere in a candidate is a failure, never a pass (DESIGN.md, "Masked rows").
   out.gates.push_back(evaluate_gate(
       bound{"nonfinite", bound_op::m_le, 0.0, "a NaN or Inf in the candidate is always a failure"},
-      static_cast<double>(p.kernel.nan_count + p.kernel.inf_count), p.case_id));
+      static_cast<double>(p.kernel.nonfinite_total()), p.case_id));
   for (const auto& b : s.bounds) out.gates.push_back(evaluate_gate(b, p.metric(b.metric), p.case_id));
 
   std::vector<double> per_row;

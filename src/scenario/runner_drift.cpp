@@ -96,7 +96,7 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
     pts.rows.push_back({std::to_string(p.seq), tk ? std::to_string((p.seq + tk - 1) / tk) : "-",
                         tk ? std::to_string(p.seq % tk) : "-", result::format_value(p.kernel.rel_rms, "sci"),
                         result::format_value(p.naive.rel_rms, "sci"), result::format_value(p.ratio_to_naive, "fixed"),
-                        std::to_string(p.kernel.nan_count + p.kernel.inf_count), p.case_id});
+                        std::to_string(p.kernel.nonfinite_total()), p.case_id});
   }
   out.tables.push_back(std::move(pts));
   out.details = probes::to_json(r);
