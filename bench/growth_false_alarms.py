@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--exec-seeds", type=int, default=1, help="seeds per family and mask, exec backends")
     ap.add_argument("--fault-seeds", type=int, default=2)
     ap.add_argument("--seq", default="128..4096")
+    ap.add_argument("--head-dim", type=int, default=64, help="128 for the CUDA fault variants (compiled for D=128)")
     ap.add_argument("--exec-points", default="log:10")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="normal and diffuse only, causal only")
@@ -117,7 +118,7 @@ def main():
         sys.exit(f"--numprobe: {a.numprobe} does not exist (build it, or pass the path)")
     dists = ["normal", "diffuse"] if a.quick else DISTS
     masks = ["causal"] if a.quick else MASKS
-    common = ["--seq", a.seq, "--heads", "2", "--kv-heads", "1", "--head-dim", "64", "--no-e2e"]
+    common = ["--seq", a.seq, "--heads", "2", "--kv-heads", "1", "--head-dim", str(a.head_dim), "--no-e2e"]
 
     jobs = []  # (side, label, args)
     for b in [x for x in a.backends.split(",") if x]:
@@ -180,7 +181,7 @@ def main():
     if sink:
         sink.close()
 
-    lines = [f"growth verdict false alarms and detections: seq {a.seq}, Hq=2 Hkv=1 D=64, bf16, "
+    lines = [f"growth verdict false alarms and detections: seq {a.seq}, Hq=2 Hkv=1 D={a.head_dim}, bf16, "
              f"bound ratio_to_naive<=2, {len(results)} sweeps in {wall:.0f} s; rule: growth.rule in the drift JSON",
              ""]
     lines.append(f"{'healthy backend':<16} {'sweeps':>6} {'seeds':>5} {'families':>8} {'masks':>5} {'grows':>5} "
