@@ -140,13 +140,19 @@ call_result library::invoke(call& c) {
     for_each_tensor(c, [&](numprobe_tensor& t) {
       if (!t.data) return;
       const auto* p = static_cast<const unsigned char*>(t.data);
-      for (std::size_t i = 0; i < c.regions.size(); ++i) {
-        const auto* h = static_cast<const unsigned char*>(c.regions[i].host);
-        if (p >= h && p <= h + c.regions[i].bytes) {
-          t.data = static_cast<unsigned char*>(bufs[i]->ptr) + (p - h);
-          return;
+      // Strictly inside a region first: in the worker the regions sit back to back in one shared
+      // mapping, so a tensor starting one region on is also "one past the end" of the previous
+      // one (matching that end sent the plugin past its device buffer). The end itself only for
+      // an empty tensor.
+      for (const bool at_end : {false, true})
+        for (std::size_t i = 0; i < c.regions.size(); ++i) {
+          const auto* h = static_cast<const unsigned char*>(c.regions[i].host);
+          const auto* e = h + c.regions[i].bytes;
+          if (p >= h && (at_end ? p == e : p < e)) {
+            t.data = static_cast<unsigned char*>(bufs[i]->ptr) + (p - h);
+            return;
+          }
         }
-      }
       throw_backend_error(place(fn), "internal error: a tensor outside every staged buffer");
     });
     run_all(m_stream);
