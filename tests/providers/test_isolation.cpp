@@ -122,7 +122,14 @@ std::string attention_args(const std::string& b, const std::string& extra = "") 
 }
 
 std::string misbehaving(const std::string& how, const std::string& seq = "") {
-  return "NUMPROBE_TEST_MISBEHAVE=" + how + (seq.empty() ? "" : " NUMPROBE_TEST_MISBEHAVE_SEQ=" + seq) + " ";
+  // Under AddressSanitizer a SIGSEGV in the worker is caught, reported and turned into an abort
+  // (abort_on_error=1 in .ci/run): handle_segv=0 lets the plugin's fault kill the worker with
+  // SIGSEGV, as it does in a plain build. Harmless where ASan is absent.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string asan_env = "ASAN_OPTIONS='" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
+                               "handle_segv=0' ";
+  return asan_env + "NUMPROBE_TEST_MISBEHAVE=" + how +
+         (seq.empty() ? "" : " NUMPROBE_TEST_MISBEHAVE_SEQ=" + seq) + " ";
 }
 
 // The binary's own command line, with the environment in front (run_numprobe uses a shell).
