@@ -203,7 +203,10 @@ class plugin_provider final : public attention_provider {
     // as is, as a GPU kernel reads it); else f64 for f64 cases, f32 for every other case (values
     // exact in the case's dtype: every format numprobe generates is a subset of f32), or f64
     // when the plugin takes f64 only.
-    const auto [in_dtype, out_dtype, native] = pick_dtypes(c, fn);
+    // Plain variables, not a structured binding: lambdas below capture them (clang before 16
+    // refuses to capture structured bindings).
+    const dtypes picked = pick_dtypes(c, fn);
+    const int in_dtype = picked.in, out_dtype = picked.out, native = picked.native;
     (void)native;
     const numprobe_mask mask = abi_mask(c.mask);
     if (mask < 0 || !(m_caps.masks & (1u << mask)))
@@ -359,7 +362,10 @@ class plugin_provider final : public attention_provider {
       throw_input_error("--mask", fmt::format("the plugin ABI's decode takes per-sequence key counts "
                                               "(seq_lens) only: mask {} cannot be passed to {}",
                                               to_string(c.mask), fn));
-    const auto [in_dtype, out_dtype, native] = pick_dtypes(c, fn);
+    // Plain variables, not a structured binding: lambdas below capture them (clang before 16
+    // refuses to capture structured bindings).
+    const dtypes picked = pick_dtypes(c, fn);
+    const int in_dtype = picked.in, out_dtype = picked.out, native = picked.native;
     (void)native;
     if (m_caps.max_head_dim > 0 && c.head_dim > m_caps.max_head_dim)
       unsupported(fn, fmt::format("head_dim {} (max {})", c.head_dim, m_caps.max_head_dim));
