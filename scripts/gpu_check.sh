@@ -34,7 +34,7 @@ if [[ -n "${TOMLPP_INCLUDE_DIR:-}" ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$TOMLPP_
 elif [[ -d .carry/include/toml++ ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$PWD/.carry/include"); fi
 {
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNUMPROBE_ENABLE_CUDA=ON \
-    -DNUMPROBE_ENABLE_HIP=OFF -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
+    -DNUMPROBE_ENABLE_HIP=OFF -DNUMPROBE_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
   cmake --build "$BUILD_DIR" -j "$JOBS" --target test_gpu gpu_attention_bench test_gpu_quant_decode gpu_quant_bench \
     numprobe_cuda_plugin test_gpu_plugin test_gpu_softmax numprobe
 } > "$OUT/build.log" 2>&1
@@ -92,9 +92,10 @@ fi
 # same process (target >= 70% of the copy's bandwidth for NVFP4 and fp8).
 if [[ ${RESULT[build]} == ok ]] && ! skip quantbench; then
   stamp "quant bench"
-  # Variants 0 (the default launch the CLI and tests use) and 1 (the previous default, as the
-  # before-figure); NUMPROBE_QUANT_VARIANTS=01234 measures every launch variant.
-  "$BUILD_DIR/tests/gpu/gpu_quant_bench" 10 $((1 << 30)) "" "${NUMPROBE_QUANT_VARIANTS:-01}" 2>&1 |
+  # Variants 0 (the library's launch, which the CLI and tests use) and 1 (the previous default,
+  # as the before-figure); NUMPROBE_QUANT_VARIANTS=01234 measures more launch variants
+  # (bench/gpu_quant/quant_variants.hpp).
+  "$BUILD_DIR/bench/gpu_quant_bench" --iters 10 --bytes $((1 << 30)) --variants "${NUMPROBE_QUANT_VARIANTS:-01}" 2>&1 |
     tee "$OUT/quant_bench.txt"
 fi
 # Bit-exactness record of the quantize kernels and the decode accuracy (from the test binary).

@@ -1,16 +1,17 @@
-// Host side of the quantize kernels: validation, buffers (outputs poisoned), launches, timing,
-// and the bandwidth measurement against a device-to-device copy. Exports cuda_quant_api() /
-// hip_quant_api().
+// Host side of the quantize kernels: validation, buffers (outputs poisoned), timing, and the
+// bandwidth measurement against a device-to-device copy, around the launch of
+// quantize_launch.cuh. Exports cuda_quant_api() / hip_quant_api(), and quantize_with /
+// bandwidth_with for the bench's launch variants.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/gpu_host_util.cuh"
-#include "src/kernels/gpu/quantize_kernels.cuh"
+#include "src/kernels/gpu/quantize_launch.cuh"
+#include "src/kernels/gpu/quantize_tensor_kernels.cuh"
 
 namespace numprobe::gpu {
 namespace {
@@ -112,117 +113,6 @@ params plan(const quant_request& r) {
 
 std::int64_t stored_scales(const params& p) { return p.kind == quant_kind::m_tensor ? 1 : p.n_blocks; }
 
-// Launch variants. 0 is what the CLI and tests run; the bench measures all of them in one run,
-// and NUMPROBE_QUANT_VARIANT (0..9) selects one for a bench or test process (every variant codes
-// the same bits). Platforms without asynchronous copies (platform::has_async_copy: HIP) run
-// variant 1.
-//   rows: 0 quantize_rows_fast at 5 blocks of 256 per SM (48 registers), 4 for the e2m1 schemes
-//         (NVFP4, MX e2m1: 64 registers; at 5 they spill and run slower); 1 quantize_rows (the
-//         default before 2026-11-30, the same-run baseline); 2, 3, 4: quantize_rows_fast at 4,
-//         5, 6 blocks per SM; 5..9 as 0.
-//   2D:   0 quantize_block2d_smem<512> (3 tiles per SM; whole tiles without per-row bounds
-//         tests); 1 quantize_block2d<512> (baseline); 2 quantize_block2d_smem<512, 3, false>
-//         (every tile by the general path: the default before the whole-tile path); 3 quantize_block2d_smem<1024> (2 tiles per
-//         SM); 4 quantize_block2d<512, Fast> (registers); quantize_block2d_pipe where bulk copies
-//         work (CUDA sm_90+, cols % 4 == 0; else as 0), all slower than 0 on the H200 (0.47-0.56
-//         of the copy against 0.62, measurements file, runs 7-8): 5 <512 consumers, 3 stages,
-//         1 block per SM>, 6 <512, 1 stage, 2 blocks per SM>, 7 = 6 and 8 = 5 with the tile loads
-//         marked evict-first in L2; 9 as 0.
-int g_variant = 0;
-
-int variant() { return platform::has_async_copy ? g_variant : 1; }
-
-// Compute capability major of the current device (0 when unknown).
-int cc_major() {
-  static int major = [] {
-    int dev = 0;
-    (void)NUMPROBE_GPU_API(GetDevice)(&dev);
-    platform::device_prop_t prop{};
-    if (NUMPROBE_GPU_API(GetDeviceProperties)(&prop, dev) != platform::success) return 0;
-    return prop.major;
-  }();
-  return major;
-}
-
-int multiprocessors() {
-  static int n = [] {
-    int dev = 0;
-    (void)NUMPROBE_GPU_API(GetDevice)(&dev);
-    platform::device_prop_t prop{};
-    if (NUMPROBE_GPU_API(GetDeviceProperties)(&prop, dev) != platform::success) return 132;
-    return prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 132;
-  }();
-  return n;
-}
-
-// Resident blocks per SM of a kernel at `threads` threads and `smem` dynamic bytes (`fallback`
-// when the runtime does not say).
-template <class Kernel>
-int resident_blocks(Kernel kernel, int threads, int smem, int fallback) {
-  int resident = 0;
-  if (NUMPROBE_GPU_API(OccupancyMaxActiveBlocksPerMultiprocessor)(&resident, kernel, threads, smem) !=
-          platform::success || resident < 1)
-    resident = fallback;
-  return resident;
-}
-
-template <int L, quant_kind K, quant_elem E, int MinBlocks>
-void launch_rows_fast(const params& p) {
-  auto* kernel = &quant::quantize_rows_fast<L, K, E, MinBlocks>;
-  const std::int64_t per_block = 256 / L;  // blocks (of the scheme) per thread block and step
-  const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
-  const std::int64_t grid = std::min<std::int64_t>(
-      full, static_cast<std::int64_t>(resident_blocks(kernel, 256, 0, MinBlocks)) * multiprocessors() * 4);
-  kernel<<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), 256>>>(p);
-  check_launch("quantize_rows_fast");
-}
-
-template <int L, quant_kind K, quant_elem E>
-void launch_rows_t(const params& p) {
-  constexpr bool e2m1 = K == quant_kind::m_nvfp4 || (K == quant_kind::m_mx && E == quant_elem::m_e2m1);
-  switch (variant()) {
-    case 1: break;
-    case 2: return launch_rows_fast<L, K, E, 4>(p);
-    case 3: return launch_rows_fast<L, K, E, 5>(p);
-    case 4: return launch_rows_fast<L, K, E, 6>(p);
-    default: return launch_rows_fast<L, K, E, e2m1 ? 4 : 5>(p);
-  }
-  const std::int64_t per_block = 256 / L;  // blocks (of the scheme) per thread block
-  const std::int64_t full = (p.n_blocks + per_block - 1) / per_block;
-  const int resident = resident_blocks(quant::quantize_rows<L, K, E>, 256, 0, 4);
-  const std::int64_t grid = std::min<std::int64_t>(full, static_cast<std::int64_t>(resident) * multiprocessors() * 4);
-  quant::quantize_rows<L, K, E><<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), 256>>>(p);
-  check_launch("quantize_rows");
-}
-
-template <quant_kind K, quant_elem E>
-void launch_rows_l(const params& p) {
-  switch (p.block_cols) {  // 16 elements per lane
-    case 16: launch_rows_t<1, K, E>(p); break;
-    case 32: launch_rows_t<2, K, E>(p); break;
-    case 64: launch_rows_t<4, K, E>(p); break;
-    default: launch_rows_t<8, K, E>(p); break;
-  }
-}
-
-void launch_rows(const params& p) {
-  using K = quant_kind;
-  using E = quant_elem;
-  switch (p.kind) {
-    case K::m_tensor: launch_rows_t<8, K::m_tensor, E::m_e4m3>(p); break;
-    case K::m_nvfp4: launch_rows_l<K::m_nvfp4, E::m_e2m1>(p); break;
-    case K::m_asym: launch_rows_l<K::m_asym, E::m_u4>(p); break;
-    case K::m_mx:
-      if (p.elem == E::m_e2m1) launch_rows_l<K::m_mx, E::m_e2m1>(p);
-      else launch_rows_l<K::m_mx, E::m_e4m3>(p);
-      break;
-    default:
-      if (p.elem == E::m_i4) launch_rows_l<K::m_row_block, E::m_i4>(p);
-      else launch_rows_l<K::m_row_block, E::m_e4m3>(p);
-      break;
-  }
-}
-
 // The pre-pass for per-tensor and NVFP4 scales: amax on the device, then one thread.
 void tensor_pass(params& p, unsigned* amax, float* tscale) {
   NUMPROBE_GPU_CHECK(Memset, amax, 0, sizeof(unsigned));
@@ -232,67 +122,12 @@ void tensor_pass(params& p, unsigned* amax, float* tscale) {
           platform::success || resident < 1)
     resident = 4;
   const unsigned blocks = static_cast<unsigned>(std::clamp<std::int64_t>(
-      (n / 16 + 255) / 256, 1, static_cast<std::int64_t>(resident) * multiprocessors() * 2));
+      (n / 16 + 255) / 256, 1, static_cast<std::int64_t>(resident) * quant::multiprocessors() * 2));
   quant::amax_abs_finite<<<blocks, 256>>>(p.x, n, amax);
   check_launch("amax_abs_finite");
   quant::tensor_scale_kernel<<<1, 1>>>(p, amax, tscale);
   check_launch("tensor_scale_kernel");
   p.tensor_scale = tscale;
-}
-
-template <int Threads, int MinBlocks, bool Whole = true>
-void launch_block2d_smem(const params& p, dim3 grid) {
-  if constexpr (platform::has_async_copy) {
-    constexpr int smem = quant::tile_smem_bytes;
-    auto* kernel = &quant::quantize_block2d_smem<Threads, MinBlocks, Whole>;
-    NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
-                       platform::func_attr_max_dynamic_smem, smem);
-    kernel<<<grid, Threads, smem>>>(p);
-  }
-}
-
-// Persistent pipelined tiles: as many blocks as are resident (at most one per tile). False when
-// the platform, the device or the layout does not allow bulk copies (the caller falls back).
-template <int Consumers, int Stages, int MinBlocks, bool EvictFirst>
-bool launch_block2d_pipe(const params& p) {
-  if constexpr (platform::has_bulk_copy) {
-    if (cc_major() < 9 || (p.cols & 3) != 0 || (reinterpret_cast<std::uintptr_t>(p.x) & 15) != 0) return false;
-    constexpr int smem = quant::pipe_smem_bytes<Stages>;
-    auto* kernel = &quant::quantize_block2d_pipe<Consumers, Stages, MinBlocks, EvictFirst>;
-    NUMPROBE_GPU_CHECK(FuncSetAttribute, reinterpret_cast<const void*>(kernel),
-                       platform::func_attr_max_dynamic_smem, smem);
-    const std::int64_t tiles = p.nb_cols * ((p.rows + p.block_rows - 1) / p.block_rows);
-    const std::int64_t grid = std::min<std::int64_t>(
-        tiles, static_cast<std::int64_t>(resident_blocks(kernel, Consumers + 32, smem, MinBlocks)) * multiprocessors());
-    kernel<<<static_cast<unsigned>(std::max<std::int64_t>(grid, 1)), Consumers + 32, smem>>>(p);
-    return true;
-  }
-  return false;
-}
-
-void launch_quantize(const params& p) {
-  if (p.kind == quant_kind::m_block2d) {
-    const dim3 grid(static_cast<unsigned>(p.nb_cols),
-                    static_cast<unsigned>((p.rows + p.block_rows - 1) / p.block_rows));
-    bool done = false;
-    switch (variant()) {
-      case 1: quant::quantize_block2d<512><<<grid, 512>>>(p); done = true; break;
-      case 2: launch_block2d_smem<512, 3, false>(p, grid); done = true; break;
-      case 3: launch_block2d_smem<1024, 2>(p, grid); done = true; break;
-      case 4: quant::quantize_block2d<512, true><<<grid, 512>>>(p); done = true; break;
-      case 5: done = launch_block2d_pipe<512, 3, 1, false>(p); break;
-      case 6: done = launch_block2d_pipe<512, 1, 2, false>(p); break;
-      case 7: done = launch_block2d_pipe<512, 1, 2, true>(p); break;
-      case 8: done = launch_block2d_pipe<512, 3, 1, true>(p); break;
-      default: break;
-    }
-    if (!done) launch_block2d_smem<512, 3>(p, grid);
-    check_launch("quantize_block2d");
-  } else {
-    params q = p;
-    if (q.kind == quant_kind::m_tensor) q.block_cols = 128;
-    launch_rows(q);
-  }
 }
 
 bool needs_tensor_pass(const params& p) {
@@ -319,24 +154,8 @@ std::string conversion_name(const params& p) {
   return "int4: rint of a round-to-odd fp32 quotient, clamped";
 }
 
-// NUMPROBE_QUANT_VARIANT (0..9) picks a launch variant (see g_variant) for one call.
-struct variant_scope {
-  int old = g_variant;
-  variant_scope() {
-    if (const char* env = std::getenv("NUMPROBE_QUANT_VARIANT")) {
-      const std::string v = env;
-      if (v.size() != 1 || v[0] < '0' || v[0] > '9')
-        throw_input_error("NUMPROBE_QUANT_VARIANT", "expects 0..9, got '" + v + "'");
-      g_variant = v[0] - '0';
-    }
-  }
-  ~variant_scope() { g_variant = old; }
-  variant_scope(const variant_scope&) = delete;
-  variant_scope& operator=(const variant_scope&) = delete;
-};
-
-quant_device_result quantize_impl(const quant_request& r) {
-  const variant_scope scope;
+template <class Launch>
+quant_device_result run_quantize(const quant_request& r, Launch&& launch) {
   params p = plan(r);
   if (!r.x) throw_input_error("x", "no input tensor");
   host::select_device(r.device);
@@ -362,7 +181,7 @@ quant_device_result quantize_impl(const quant_request& r) {
   NUMPROBE_GPU_CHECK(EventRecord, e0.get(), nullptr);
   if (needs_tensor_pass(p)) tensor_pass(p, amax.as<unsigned>(), tscale.as<float>());
   NUMPROBE_GPU_CHECK(EventRecord, e1.get(), nullptr);
-  launch_quantize(p);
+  launch(p);
   NUMPROBE_GPU_CHECK(EventRecord, e2.get(), nullptr);
   out.kernel_ms = host::elapsed_ms(e1, e2);
   out.amax_ms = host::elapsed_ms(e0, e1);
@@ -424,8 +243,8 @@ __global__ void fill_bench(float* x, std::int64_t n) {
   }
 }
 
-quant_bandwidth bandwidth_impl(const quant_request& shape, std::int64_t bytes, int iters) {
-  const variant_scope scope;
+template <class Launch>
+quant_bandwidth run_bandwidth(const quant_request& shape, std::int64_t bytes, int iters, Launch&& launch) {
   quant_request r = shape;
   r.cols = shape.cols > 0 ? shape.cols : 4096;
   r.rows = bytes / 4 / r.cols;
@@ -451,7 +270,7 @@ quant_bandwidth bandwidth_impl(const quant_request& shape, std::int64_t bytes, i
     NUMPROBE_GPU_CHECK(EventRecord, b.get(), nullptr);
     if (needs_tensor_pass(p)) tensor_pass(p, amax.as<unsigned>(), tscale.as<float>());
     NUMPROBE_GPU_CHECK(EventRecord, c.get(), nullptr);
-    launch_quantize(p);
+    launch(p);
     NUMPROBE_GPU_CHECK(EventRecord, d.get(), nullptr);
     if (it == 0) {
       (void)host::elapsed_ms(a, d);  // warm-up
@@ -479,7 +298,19 @@ quant_bandwidth bandwidth_impl(const quant_request& shape, std::int64_t bytes, i
   return bw;
 }
 
+quant_device_result quantize_impl(const quant_request& r) { return run_quantize(r, quant::launch_quantize); }
+
+quant_bandwidth bandwidth_impl(const quant_request& shape, std::int64_t bytes, int iters) {
+  return run_bandwidth(shape, bytes, iters, quant::launch_quantize);
+}
+
 }  // namespace
+
+quant_device_result quant::quantize_with(const quant_request& r, launch_fn launch) { return run_quantize(r, launch); }
+
+quant_bandwidth quant::bandwidth_with(const quant_request& shape, std::int64_t bytes, int iters, launch_fn launch) {
+  return run_bandwidth(shape, bytes, iters, launch);
+}
 
 const quant_api& NUMPROBE_GPU_QUANT_API_NAME() {
   static const quant_api api{platform::vendor, &quantize_impl, &bandwidth_impl};

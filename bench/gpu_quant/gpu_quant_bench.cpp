@@ -4,10 +4,15 @@
 // written (a copy: read + write). The amax pre-pass of per-tensor scales is timed apart and
 // reported both ways (ratio: kernel alone; ratio_with_amax: amax pass + kernel).
 //
-// `gpu_quant_bench check [VARIANTS]`: the 128x128 launch variants against variant 1 (the register
-// kernel that the [quant-exact] tests check against the reference codec) on shapes with partial
-// tiles, 16-byte aligned rows and odd row counts, which the tests' 131x301 (unaligned rows) does
-// not reach: codes and scales must be identical (exit 1 otherwise).
+//   gpu_quant_bench [--iters N] [--bytes B] [--scheme SUBSTRING] [--variants DIGITS]
+//     N iterations (default 10) over B bytes of fp32 (default 1 GiB), the schemes whose name
+//     contains SUBSTRING (default all), each launch variant in DIGITS (quant_variants.hpp;
+//     default 01234, in the order given; 0 is the library's launch).
+//   gpu_quant_bench check [--variants DIGITS]
+//     the 128x128 launch variants (default 05678) against variant 1 (the register kernel that
+//     the [quant-exact] tests check against the reference codec) on shapes with partial tiles,
+//     16-byte aligned rows and odd row counts, which the tests' 131x301 (unaligned rows) does
+//     not reach: codes and scales must be identical (exit 1 otherwise).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu_quant/quant_variants.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 
 namespace {
@@ -43,6 +49,7 @@ std::vector<float> check_tensor(long long rows, long long cols, unsigned seed) {
 
 int check(const std::string& variants) {
   using namespace numprobe::gpu;
+  using numprobe::bench::gpu_quant::quantize_variant;
   const long long shapes[][3] = {{256, 512, 128}, {131, 300, 128}, {257, 1028, 128}, {300, 260, 128},
                                  {64, 4096, 128}, {200, 644, 48}, {1, 4, 128}};
   int rc = 0;
@@ -58,13 +65,10 @@ int check(const std::string& variants) {
     r.block_rows = sh[2];
     r.block_cols = 128;
     r.x = x.data();
-    setenv("NUMPROBE_QUANT_VARIANT", "1", 1);
-    const quant_device_result base = cuda_quant_api().quantize(r);
+    const quant_device_result base = quantize_variant(1, r);
     for (char v : variants) {
-      const std::string vs(1, v);
-      setenv("NUMPROBE_QUANT_VARIANT", vs.c_str(), 1);
       try {
-        const quant_device_result d = cuda_quant_api().quantize(r);
+        const quant_device_result d = quantize_variant(v - '0', r);
         long long bad = 0, bad_s = 0;
         for (std::size_t i = 0; i < base.codes.size(); ++i) bad += d.codes[i] != base.codes[i];
         for (std::size_t i = 0; i < base.scale_codes.size(); ++i) bad_s += d.scale_codes[i] != base.scale_codes[i];
@@ -78,7 +82,6 @@ int check(const std::string& variants) {
       }
     }
   }
-  unsetenv("NUMPROBE_QUANT_VARIANT");
   return rc;
 }
 
@@ -86,16 +89,36 @@ int check(const std::string& variants) {
 
 int main(int argc, char** argv) {
   using namespace numprobe::gpu;
-  if (argc > 1 && std::string(argv[1]) == "check") {
+  using numprobe::bench::gpu_quant::bandwidth_variant;
+  const bool check_mode = argc > 1 && std::string(argv[1]) == "check";
+  int iters = 10;
+  long long bytes = 1ll << 30;
+  std::string only, variants = check_mode ? "05678" : "01234";
+  for (int i = check_mode ? 2 : 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--iters" && has_value && !check_mode) iters = std::atoi(argv[++i]);
+    else if (a == "--bytes" && has_value && !check_mode) bytes = std::atoll(argv[++i]);
+    else if (a == "--scheme" && has_value && !check_mode) only = argv[++i];
+    else if (a == "--variants" && has_value) variants = argv[++i];
+    else {
+      std::fprintf(stderr, "gpu_quant_bench: unknown or incomplete argument '%s' (see the header of "
+                           "bench/gpu_quant/gpu_quant_bench.cpp)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (variants.empty() || variants.find_first_not_of("0123456789") != std::string::npos) {
+    std::fprintf(stderr, "gpu_quant_bench: --variants expects digits 0..9, got '%s'\n", variants.c_str());
+    return 2;
+  }
+  if (check_mode) {
     try {
-      return check(argc > 2 ? argv[2] : "05678");
+      return check(variants);
     } catch (const std::exception& e) {  // no device, or the baseline launch failed
       std::fprintf(stderr, "gpu_quant_bench check: %s\n", e.what());
       return 3;
     }
   }
-  const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
-  const long long bytes = argc > 2 ? std::atoll(argv[2]) : (1ll << 30);
   struct item {
     const char* name;
     quant_request r;
@@ -122,24 +145,12 @@ int main(int argc, char** argv) {
       {"int4-awq", make(quant_kind::m_asym, quant_elem::m_u4, quant_scale::m_f16, 128)},
   };
   int rc = 0;
-  // Launch variants (quantize.cu, g_variant): rows 0 quantize_rows_fast (the default: 5 blocks
-  // per SM, 4 for NVFP4 / MX e2m1) / 1 quantize_rows, the previous default (the same-run
-  // baseline) / 2, 3, 4 quantize_rows_fast at 4, 5, 6 blocks per SM; 2D tiles 0 tile in shared
-  // memory x512 (the default; 2 the same) / 1 registers x512 (baseline) / 3 shared x1024 /
-  // 4 registers x512 with the Fast coding / 5..8 persistent pipelined tiles with bulk copies
-  // (quantize.cu says which). Optional third argument: only schemes whose name contains it; fourth: only these
-  // variants (digits 0..9 in the order given, e.g. "01").
-  const std::string only = argc > 3 ? argv[3] : "";
-  const std::string variants = argc > 4 ? argv[4] : "01234";
   for (const auto& it : items) {
     if (std::string(it.name).find(only) == std::string::npos) continue;
     for (char vc : variants) {
-      if (vc < '0' || vc > '9') continue;
       const int variant = vc - '0';
-      const std::string v(1, vc);
-      setenv("NUMPROBE_QUANT_VARIANT", v.c_str(), 1);
       try {
-        const quant_bandwidth b = cuda_quant_api().bandwidth(it.r, bytes, iters);
+        const quant_bandwidth b = bandwidth_variant(variant, it.r, bytes, iters);
         // ratio: the quantize kernel alone against the copy; ratio_with_amax: including the
         // device amax pre-pass of per-tensor and NVFP4 scales (the same bytes over both times).
         const double with_amax = b.quant_bytes / ((b.quant_ms + b.amax_ms) * 1e6);
@@ -154,6 +165,5 @@ int main(int argc, char** argv) {
       }
     }
   }
-  unsetenv("NUMPROBE_QUANT_VARIANT");
   return rc;
 }
