@@ -14,6 +14,14 @@ if(NUMPROBE_SANITIZE)
 endif()
 target_link_libraries(numprobe_options INTERFACE OpenMP::OpenMP_CXX)
 
+# numprobe_private_headers(target): the repository root as a PRIVATE include directory, for a
+# target built inside numprobe that includes private headers (its own layer's, or those of a
+# layer below it, e.g. src/providers/provider.hpp from probes; docs/architecture.md). include/
+# comes first, as it did when the root travelled with every library, so no command line moves.
+function(numprobe_private_headers target)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
+endfunction()
+
 # numprobe_add_library(name SOURCES... [DEPS...]) with a numprobe:: alias.
 function(numprobe_add_library name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
@@ -22,9 +30,13 @@ function(numprobe_add_library name)
   endif()
   add_library(${name} STATIC ${A_SOURCES})
   add_library(numprobe::${name} ALIAS ${name})
+  # The interface is the public headers (include/numprobe/<layer>/) only. The repository root,
+  # for the private headers (src/<layer>/x.hpp, probes/x.hpp, reports/x.hpp), is each target's
+  # own: it does not travel to dependents or to a project that adds numprobe as a
+  # subdirectory (docs/architecture.md, "Include directories per layer").
   target_include_directories(${name} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<INSTALL_INTERFACE:include>)
+  numprobe_private_headers(${name})
   target_link_libraries(${name} PUBLIC ${A_DEPS} PRIVATE numprobe_options ${A_PRIVATE_DEPS})
 endfunction()

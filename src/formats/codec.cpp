@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "src/formats/fast_codec.hpp"
 

@@ -7,7 +7,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::formats {
 namespace {

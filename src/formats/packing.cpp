@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::formats {
 namespace {

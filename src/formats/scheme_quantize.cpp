@@ -6,8 +6,8 @@
 #include <limits>
 #include <string>
 
-#include "numprobe/core/error.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/error.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
 
 namespace numprobe::formats {

@@ -4,7 +4,7 @@
 #include <array>
 #include <cctype>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/scheme.hpp"
 
 namespace numprobe::formats {

@@ -2,7 +2,7 @@
 // (gpu_api.hpp), one source for CUDA and HIP.
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/gpu_check.cuh"
 #include "src/kernels/gpu/gpu_host_util.cuh"

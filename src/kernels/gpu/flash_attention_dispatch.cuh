@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/flash_attention.cuh"
 #include "src/kernels/gpu/gpu_check.cuh"
 

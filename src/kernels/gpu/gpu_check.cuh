@@ -3,7 +3,7 @@
 // and carries the runtime's own error text.
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/platform.cuh"
 
 namespace numprobe::gpu {

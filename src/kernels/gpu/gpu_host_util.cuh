@@ -3,7 +3,7 @@
 // device selection. (gpu_backend.cu keeps its own copies in an anonymous namespace.)
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/gpu_check.cuh"
 #include "src/kernels/gpu/platform.cuh"
 

@@ -22,7 +22,7 @@
 #include <exception>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/kernel_abi.h"
 #include <algorithm>
 #include <vector>

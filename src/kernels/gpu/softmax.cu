@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/gpu_host_util.cuh"
 #include "src/kernels/gpu/looped_softmax.cuh"

@@ -1,0 +1,42 @@
+#pragma once
+// One error type for the whole tool. It carries the place (a file, tensor, field or flag)
+// and what was expected, and the exit code the CLI maps it to.
+#include <stdexcept>
+#include <string>
+
+namespace numprobe {
+
+// Exit codes of the CLI contract (DESIGN.md).
+enum class exit_code : int {
+  m_ok = 0,       // ran, every gate held
+  m_breach = 1,   // a gate was breached
+  m_input = 2,    // usage or input error
+  m_backend = 3,  // backend or device unavailable or failed
+};
+
+class error : public std::runtime_error {
+ public:
+  error(exit_code code, std::string place, const std::string& what)
+      : std::runtime_error(place.empty() ? what : place + ": " + what),
+        m_code(code),
+        m_place(std::move(place)) {}
+
+  [[nodiscard]] exit_code code() const noexcept { return m_code; }
+  [[nodiscard]] const std::string& place() const noexcept { return m_place; }
+
+ private:
+  exit_code m_code;
+  std::string m_place;
+};
+
+// Bad flag, bad file, bad value: exit 2.
+[[noreturn]] inline void throw_input_error(const std::string& place, const std::string& what) {
+  throw error(exit_code::m_input, place, what);
+}
+
+// Backend missing or failing: exit 3.
+[[noreturn]] inline void throw_backend_error(const std::string& place, const std::string& what) {
+  throw error(exit_code::m_backend, place, what);
+}
+
+}  // namespace numprobe
