@@ -10,6 +10,7 @@
 #include "numprobe/io/npy.hpp"
 #include "src/providers/exec_provider_process.hpp"
 #include "src/providers/exec_provider_worker.hpp"
+#include "src/providers/knobs.hpp"
 
 namespace numprobe::probes {
 namespace {
@@ -23,9 +24,10 @@ std::string shape_text(const std::vector<std::uint64_t>& s) {
 class exec_softmax final : public softmax_kernel {
  public:
   explicit exec_softmax(const softmax_kernel_options& o) : m_opts(o) {
-    const std::string kind = o.backend.substr(0, o.backend.find(':'));
+    const backend_spec spec = parse_backend_spec(o.backend);
+    const std::string& kind = spec.kind;
     m_worker_mode = kind == "exec-worker" || o.exec_worker;
-    m_command = o.backend.substr(o.backend.find(':') + 1);
+    m_command = spec.arg;
     if (m_command.empty())
       throw_input_error("--backend " + kind,
                         kind == "exec-worker"

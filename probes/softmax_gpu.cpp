@@ -8,19 +8,12 @@
 #include "numprobe/core/error.hpp"
 #if NUMPROBE_HAVE_CUDA
 #include "src/kernels/gpu/gpu_api.hpp"
+#include "src/providers/gpu_faults.hpp"
 #endif
 
 namespace numprobe::probes {
 #if NUMPROBE_HAVE_CUDA
 namespace {
-
-std::uint32_t softmax_fault_bit(const std::string& f) {
-  if (f == "no-empty-guard") return gpu::k_fault_no_empty_guard;
-  if (f == "rowsum-bf16") return gpu::k_fault_rowsum_bf16;
-  if (f == "finite-sentinel") return gpu::k_fault_finite_sentinel;
-  throw_input_error("--inject", fmt::format("fault '{}' is not compiled into the cuda softmax "
-                                            "(it has no-empty-guard, rowsum-bf16, finite-sentinel)", f));
-}
 
 class cuda_softmax final : public softmax_kernel {
  public:
@@ -31,13 +24,9 @@ class cuda_softmax final : public softmax_kernel {
       throw_input_error("--state", "the cuda softmax has fixed states (x in the input dtype; m, l, "
                                    "out, lse in fp32); use --inject rowsum-bf16 or --backend emu");
     if (o.exp2) throw_input_error("--exp2", "the cuda softmax uses accurate expf; --exp2 is for --backend emu");
-    for (const auto& f : o.faults) {
-      const std::uint32_t bit = softmax_fault_bit(f);
-      if (m_faults != 0 && m_faults != bit)
-        throw_input_error("--inject", "the GPU softmax compiles one fault per variant; inject one");
-      m_faults = bit;
-      m_fault_name = f;
-    }
+    const gpu_fault_choice fault = parse_gpu_faults(o.faults, "cuda", gpu_kernel::m_softmax);
+    m_faults = fault.bit;
+    m_fault_name = fault.name;
     const gpu::backend_api& api = gpu::cuda_api();
     if (api.device_count() == 0)
       throw_backend_error("--backend cuda", fmt::format("no CUDA device ({})", api.no_device_reason()));

@@ -5,75 +5,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <cmath>
-#include <cstring>
 #include <string>
-#include <string_view>
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/formats/format.hpp"
-#include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/gpu_resident.hpp"
+#include "src/providers/gpu_decode_knobs.hpp"
+#include "src/providers/gpu_faults.hpp"
+#include "src/providers/host_dtype.hpp"
 
 namespace numprobe {
 namespace {
-
-// The emulator's faults that have a GPU variant (names spelled once, in
-// src/kernels/emu/flash_config.cpp): compiled variants, or run-time flags for the address and
-// decode faults (gpu_api.hpp).
-struct gpu_fault {
-  emu::fault f;
-  std::uint32_t bit;
-};
-constexpr std::array<gpu_fault, 11> k_faults{{
-    {emu::fault::m_skip_rescale, gpu::k_fault_skip_rescale},
-    {emu::fault::m_stale_max, gpu::k_fault_stale_max},
-    {emu::fault::m_rowsum_bf16, gpu::k_fault_rowsum_bf16},
-    {emu::fault::m_acc_bf16, gpu::k_fault_acc_bf16},
-    {emu::fault::m_mask_top_left, gpu::k_fault_mask_top_left},
-    {emu::fault::m_no_empty_guard, gpu::k_fault_no_empty_guard},
-    {emu::fault::m_drop_tail_tile, gpu::k_fault_drop_tail_tile},
-    {emu::fault::m_finite_sentinel, gpu::k_fault_finite_sentinel},
-    {emu::fault::m_gqa_mod, gpu::k_fault_gqa_mod},
-    {emu::fault::m_index_wrap, gpu::k_fault_index_wrap},
-    {emu::fault::m_empty_split_nan, gpu::k_fault_empty_split_nan},
-}};
-
-std::string gpu_fault_names(std::uint32_t among) {
-  std::string known;
-  for (const auto& f : k_faults)
-    if ((f.bit & among) != 0) known += (known.empty() ? "" : ", ") + std::string(emu::to_string(f.f));
-  return known;
-}
-
-// The GPU variant of a fault name: an unknown name is the emulator's error (every name listed);
-// an emulator fault without a GPU variant names the fault and where it runs.
-std::uint32_t parse_gpu_fault(const std::string& text, const std::string& vendor, bool decode) {
-  const emu::fault f = emu::parse_fault(text, "--inject");
-  if (f == emu::fault::m_wave_width)
-    throw_input_error("--inject", vendor == "cuda"
-                                      ? "wave-width has no cuda variant: NVIDIA warps are 32 wide, so a "
-                                        "32-wide reduction tree is exact there (the fault needs a 64-wide "
-                                        "wavefront); use --backend emu"
-                                      : "wave-width has no hip variant: the built-in kernels reduce no "
-                                        "row across a wavefront (one row per thread, quad shuffles); use "
-                                        "--backend emu");
-  for (const auto& g : k_faults) {
-    if (g.f != f) continue;
-    if (decode && (g.bit & gpu::k_decode_faults) == 0)
-      throw_input_error("--inject", fmt::format("fault '{}' has no variant in the {} decode kernel (it has "
-                                                "{}); use --backend emu",
-                                                text, vendor, gpu_fault_names(gpu::k_decode_faults)));
-    if (!decode && g.bit == gpu::k_fault_empty_split_nan)
-      throw_input_error("--inject", fmt::format("fault '{}' needs --decode", text));
-    return g.bit;
-  }
-  throw_input_error("--inject", fmt::format("fault '{}' has no {} variant (they are {}); use --backend emu",
-                                            text, vendor, gpu_fault_names(~0u)));
-}
 
 nlohmann::json device_json(const gpu::device_facts& d) {
   return {{"ordinal", d.ordinal},
@@ -101,135 +45,7 @@ gpu::attention_mask to_gpu_mask(mask_kind m) {
                               "is for the ref and emu backends");
 }
 
-// Serving knobs (provider_options::knobs, the CLI's --decode/--splits/... flags) the GPU
-// kernels honour: split-KV decode with a split count or a split size, and an e4m3fn KV cache
-// with per-tensor or per-KV-head scales. Anything else is refused naming its flag.
-struct decode_settings {
-  bool on = false;
-  int splits = 4;                // --splits (the emulator's default)
-  std::int64_t split_size = 0;   // --split-size: keys per split (then splits = ceil(S / size))
-  gpu::kv_format kv = gpu::kv_format::m_input;
-  bool p_e4m3 = false;       // --p-format e4m3fn
-  double p_prescale = 1.0;   // --p-prescale
-  int acc_promote = 0;       // --acc-promote N
-  [[nodiscard]] std::string kv_name() const {
-    return kv == gpu::kv_format::m_e4m3_tensor ? "e4m3fn/tensor"
-           : kv == gpu::kv_format::m_e4m3_head ? "e4m3fn/head"
-                                                : "input";
-  }
-  [[nodiscard]] std::string describe() const {
-    std::string s = split_size > 0 ? fmt::format("decode,split-size={}", split_size)
-                                   : fmt::format("decode,splits={}", splits);
-    if (kv != gpu::kv_format::m_input) s += ",kv=" + kv_name();
-    if (p_e4m3) s += fmt::format(",p=e4m3fn,p-prescale={}", p_prescale);
-    if (acc_promote > 0) s += fmt::format(",acc-promote={}", acc_promote);
-    return s;
-  }
-};
-
-decode_settings parse_decode_knobs(const provider_options& o, const std::string& vendor) {
-  decode_settings d;
-  const auto& k = o.knobs;
-  const auto integer = [&](const std::string& name, std::int64_t hi) {
-    const std::string& text = k.at(name);
-    std::int64_t v = 0;
-    try {
-      std::size_t used = 0;
-      v = std::stoll(text, &used);
-      if (used != text.size()) throw std::invalid_argument(text);
-    } catch (const std::exception&) {
-      throw_input_error("--" + name, fmt::format("expected an integer, got '{}'", text));
-    }
-    if (v < 1 || v > hi) throw_input_error("--" + name, fmt::format("must be in [1, {}], got {}", hi, v));
-    return v;
-  };
-  for (const auto& [name, value] : k) {
-    if (name == "decode" || name == "splits" || name == "split-size" || name == "kv-format" ||
-        name == "kv-scale" || name == "p-format" || name == "p-prescale" || name == "acc-promote")
-      continue;
-    if (name == "page-size")
-      throw_input_error("--page-size", fmt::format("the {} decode kernel reads a contiguous KV "
-                                                   "cache; paged caches are emulated by --backend emu",
-                                                   vendor));
-    throw_input_error("--" + name, fmt::format("not a knob of the {} kernels (they take --decode, "
-                                               "--splits, --split-size, --kv-format e4m3fn, "
-                                               "--kv-scale tensor|head, --p-format e4m3fn, "
-                                               "--p-prescale, --acc-promote); use --backend emu",
-                                               vendor));
-  }
-  d.on = k.count("decode") > 0;
-  if (!d.on)
-    for (const char* name : {"splits", "split-size", "kv-format", "kv-scale", "p-format", "p-prescale", "acc-promote"})
-      if (k.count(name))
-        throw_input_error(std::string("--") + name,
-                          fmt::format("the {} forward kernel has no such knob; add --decode", vendor));
-  if (k.count("splits")) d.splits = static_cast<int>(integer("splits", 65535));
-  if (k.count("split-size")) {
-    if (k.count("splits")) throw_input_error("--split-size", "give --splits or --split-size, not both");
-    d.split_size = integer("split-size", std::int64_t{1} << 40);
-  }
-  if (k.count("kv-format")) {
-    if (k.at("kv-format") != "e4m3fn")
-      throw_input_error("--kv-format", fmt::format("the {} decode kernel takes e4m3fn KV only, not "
-                                                   "'{}' (other formats: --backend emu)",
-                                                   vendor, k.at("kv-format")));
-    d.kv = gpu::kv_format::m_e4m3_head;  // the emulator's default layout
-    if (k.count("kv-scale")) {
-      const std::string& l = k.at("kv-scale");
-      if (l == "tensor") d.kv = gpu::kv_format::m_e4m3_tensor;
-      else if (l != "head")
-        throw_input_error("--kv-scale", fmt::format("the {} decode kernel takes tensor or head "
-                                                    "scales, not '{}' (channel/token: --backend emu)",
-                                                    vendor, l));
-    }
-  } else if (k.count("kv-scale")) {
-    throw_input_error("--kv-scale", "needs --kv-format");
-  }
-  if (k.count("p-format")) {
-    if (k.at("p-format") != "e4m3fn")
-      throw_input_error("--p-format", fmt::format("the {} decode kernel quantizes P to e4m3fn only, "
-                                                  "not '{}' (other formats: --backend emu)",
-                                                  vendor, k.at("p-format")));
-    d.p_e4m3 = true;
-  }
-  if (k.count("p-prescale")) {
-    if (!d.p_e4m3) throw_input_error("--p-prescale", "needs --p-format");
-    try {
-      d.p_prescale = std::stod(k.at("p-prescale"));
-    } catch (const std::exception&) {
-      throw_input_error("--p-prescale", fmt::format("not a number: '{}'", k.at("p-prescale")));
-    }
-    if (!(d.p_prescale > 0) || !std::isfinite(d.p_prescale) || d.p_prescale > 3.0e38)
-      throw_input_error("--p-prescale", "must be finite and > 0");
-  }
-  if (k.count("acc-promote")) d.acc_promote = static_cast<int>(integer("acc-promote", 1 << 30));
-  return d;
-}
-
-// e4m3fn codes of x ([B*S, Hkv, D]) with s = fp32(amax / 448) per tensor or per KV head (1 when
-// the group is all zero), round to nearest even, saturating.
-void quantize_kv_e4m3(const float* x, std::int64_t n, std::int64_t hkv, std::int64_t d,
-                      bool per_head, std::vector<std::uint8_t>& codes, std::vector<float>& scales) {
-  const std::int64_t groups = per_head ? hkv : 1;
-  std::vector<double> amax(static_cast<std::size_t>(groups), 0.0);
-  const auto group = [&](std::int64_t i) { return per_head ? (i / d) % hkv : 0; };
-  for (std::int64_t i = 0; i < n; ++i) {
-    double& a = amax[static_cast<std::size_t>(group(i))];
-    a = std::max(a, std::fabs(static_cast<double>(x[i])));
-  }
-  const double fmax = formats::info(formats::format_id::m_e4m3fn).max_finite;
-  scales.resize(static_cast<std::size_t>(groups));
-  for (std::int64_t g = 0; g < groups; ++g) {
-    const double a = amax[static_cast<std::size_t>(g)];
-    scales[static_cast<std::size_t>(g)] = a > 0 ? static_cast<float>(a / fmax) : 1.f;
-  }
-  codes.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    codes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(formats::encode(
-        formats::format_id::m_e4m3fn,
-        static_cast<double>(x[i]) / static_cast<double>(scales[static_cast<std::size_t>(group(i))]),
-        formats::rounding::m_nearest_even, formats::overflow::m_saturate));
-}
+formats::format_id dtype16(bool fp16) { return fp16 ? formats::format_id::m_f16 : formats::format_id::m_bf16; }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -245,30 +61,6 @@ const gpu::resident_api* resident_api_for(const std::string& vendor) {
 #endif
   (void)vendor;
   return nullptr;
-}
-
-// bf16 / fp16 bit patterns of x, as the device's convert_from_float made them from the float
-// value (RNE; the inputs are already representable, so exact), on all cores.
-void to_dtype_bits(std::span<const double> x, bool fp16, std::vector<std::uint16_t>& out) {
-  out.resize(x.size());
-  const auto n = static_cast<std::int64_t>(x.size());
-  const double* src = x.data();
-  std::uint16_t* dst = out.data();
-  if (fp16) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i)
-      dst[i] = static_cast<std::uint16_t>(formats::encode(
-          formats::format_id::m_f16, static_cast<double>(static_cast<float>(src[i]))));
-  } else {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float f = static_cast<float>(src[i]);
-      std::uint32_t u;
-      std::memcpy(&u, &f, 4);
-      dst[i] = f != f ? static_cast<std::uint16_t>((u >> 16) | 0x40u)
-                      : static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    }
-  }
 }
 
 class gpu_attention_provider final : public attention_provider {
@@ -290,13 +82,10 @@ class gpu_attention_provider final : public attention_provider {
                                                "in fp32; P and output in the input dtype); use "
                                                "--inject rowsum-bf16 / acc-bf16, or --backend emu",
                                                vendor));
-    for (const auto& f : o.faults) {
-      const std::uint32_t bit = parse_gpu_fault(f, vendor, m_dec.on);
-      if (m_faults != 0 && m_faults != bit)
-        throw_input_error("--inject", "the GPU kernels compile one fault per variant; inject one");
-      m_faults = bit;
-      m_fault_name = f;
-    }
+    const gpu_fault_choice fault =
+        parse_gpu_faults(o.faults, vendor, m_dec.on ? gpu_kernel::m_decode : gpu_kernel::m_forward);
+    m_faults = fault.bit;
+    m_fault_name = fault.name;
     const gpu::kernel_facts mma = api.attention_kernel_facts(gpu::attention_path::m_mma, 128);
     const gpu::kernel_facts scalar = api.attention_kernel_facts(gpu::attention_path::m_scalar, 128);
     // The tensor-core path where the platform has one; --tile picks among compiled shapes.
@@ -398,9 +187,9 @@ class gpu_attention_provider final : public attention_provider {
         m_host.k = ks;
         m_host.v = vs;
         m_host.fp16 = r.fp16;
-        to_dtype_bits(*qs, r.fp16, m_host.q16);
-        to_dtype_bits(*ks, r.fp16, m_host.k16);
-        to_dtype_bits(*vs, r.fp16, m_host.v16);
+        encode16_all(dtype16(r.fp16), *qs, m_host.q16);
+        encode16_all(dtype16(r.fp16), *ks, m_host.k16);
+        encode16_all(dtype16(r.fp16), *vs, m_host.v16);
         ++m_host.generation;
       }
       req.q = m_host.q16.data();
@@ -412,9 +201,9 @@ class gpu_attention_provider final : public attention_provider {
       req.generation = m_host.generation;
     } else {
       const std::vector<double> q = in.q_all();
-      to_dtype_bits(q, r.fp16, q16);
-      to_dtype_bits(in.k(), r.fp16, k16);
-      to_dtype_bits(in.v(), r.fp16, v16);
+      encode16_all(dtype16(r.fp16), q, q16);
+      encode16_all(dtype16(r.fp16), in.k(), k16);
+      encode16_all(dtype16(r.fp16), in.v(), v16);
       req.q = q16.data();
       req.k = k16.data();
       req.v = v16.data();
@@ -464,7 +253,7 @@ class gpu_attention_provider final : public attention_provider {
     d.p_e4m3 = m_dec.p_e4m3;
     d.p_prescale = static_cast<float>(m_dec.p_prescale);
     d.acc_promote = m_dec.acc_promote;
-    d.faults = r.faults;  // parse_gpu_fault admitted decode faults only
+    d.faults = r.faults;  // parse_gpu_faults admitted decode faults only
     std::vector<std::uint8_t> k8, v8;
     std::vector<float> ks, vs;
     if (m_dec.kv != gpu::kv_format::m_input) {

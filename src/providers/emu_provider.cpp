@@ -1,12 +1,14 @@
 // `--backend emu`: the CPU emulation of a tiled flash-attention kernel, with state dtypes and
 // injectable faults.
 #include <cmath>
+#include <limits>
 #include <fmt/format.h>
 
 #include "numprobe/core/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/emu/flash_decode.hpp"
 #include "src/providers/builtin_providers.hpp"
+#include "src/providers/knobs.hpp"
 #include "src/providers/provider.hpp"
 
 namespace numprobe {
@@ -25,8 +27,8 @@ class emu_provider final : public attention_provider {
     // `--backend emu:opaque` (or the knob `opaque`): the emulator runs with its tile but hides
     // it, as an exec or plugin kernel does, so tile inference and the defaults for opaque
     // kernels can be tested against a kernel whose true tile is known.
-    if (const auto colon = o.backend.find(':'); colon != std::string::npos) {
-      if (o.backend.substr(colon + 1) != "opaque")
+    if (const backend_spec spec = parse_backend_spec(o.backend); spec.has_arg) {
+      if (spec.arg != "opaque")
         throw_input_error("--backend", fmt::format("'{}': the emu backend takes only emu:opaque", o.backend));
       m_opaque = true;
     }
@@ -88,73 +90,57 @@ class emu_provider final : public attention_provider {
  private:
   // Serving knobs (issue 9): split-KV decode and the fp8 quantization points.
   void apply_serving_knobs(const std::map<std::string, std::string>& knobs) {
-    auto integer = [&](const char* name) {
-      const auto& text = knobs.at(name);
-      std::int64_t v = 0;
-      try {
-        v = std::stoll(text);
-      } catch (...) {
-        throw_input_error(std::string("--") + name, fmt::format("not an integer: '{}'", text));
-      }
-      if (v <= 0) throw_input_error(std::string("--") + name, "must be positive");
-      return v;
+    const knob_reader k(knobs);
+    const auto integer = [&](const char* name) {
+      return k.integer(name, 1, std::numeric_limits<std::int64_t>::max());
     };
-    for (const auto& [k, v] : knobs)
-      if (k != "decode" && k != "splits" && k != "split-size" && k != "page-size" && k != "kv-format" &&
-          k != "kv-scale" && k != "p-format" && k != "p-prescale" && k != "acc-promote" &&
-          k != "force-rescale" && k != "opaque")
-        throw_input_error("--" + k, "not a knob of the emu backend");
-    m_decode = knobs.count("decode") > 0;
-    m_cfg.force_rescale = knobs.count("force-rescale") > 0;
+    if (const std::string* bad = k.first_unknown({"decode", "splits", "split-size", "page-size", "kv-format",
+                                                  "kv-scale", "p-format", "p-prescale", "acc-promote",
+                                                  "force-rescale", "opaque"}))
+      throw_input_error("--" + *bad, "not a knob of the emu backend");
+    m_decode = k.has("decode");
+    m_cfg.force_rescale = k.has("force-rescale");
     m_dcfg.tile_k = m_cfg.tile_k;
-    if (knobs.count("splits")) m_dcfg.splits = integer("splits");
-    if (knobs.count("split-size")) m_dcfg.split_size = integer("split-size");
-    if (knobs.count("page-size")) m_dcfg.page_size = integer("page-size");
+    if (k.has("splits")) m_dcfg.splits = integer("splits");
+    if (k.has("split-size")) m_dcfg.split_size = integer("split-size");
+    if (k.has("page-size")) m_dcfg.page_size = integer("page-size");
     auto fp8_format = [&](const char* name) {
-      const auto f = formats::parse_format(knobs.at(name), std::string("--") + name);
+      const auto f = formats::parse_format(k.text(name), std::string("--") + name);
       if (formats::info(f).bits != 8 || !formats::info(f).is_float || f == formats::format_id::m_e8m0)
         throw_input_error(std::string("--") + name, "expected an fp8 format (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz)");
       return f;
     };
-    if (knobs.count("kv-format")) {
+    if (k.has("kv-format")) {
       m_cfg.fp8.kv = true;
       m_cfg.fp8.kv_format = fp8_format("kv-format");
     }
-    if (knobs.count("kv-scale")) {
+    if (k.has("kv-scale")) {
       if (!m_cfg.fp8.kv) throw_input_error("--kv-scale", "needs --kv-format");
-      m_cfg.fp8.kv_scale = emu::parse_kv_scale(knobs.at("kv-scale"));
+      m_cfg.fp8.kv_scale = emu::parse_kv_scale(k.text("kv-scale"));
     }
-    if (knobs.count("p-format")) {
+    if (k.has("p-format")) {
       m_cfg.fp8.p = true;
       m_cfg.fp8.p_format = fp8_format("p-format");
     }
-    if (knobs.count("p-prescale")) {
+    if (k.has("p-prescale")) {
       if (!m_cfg.fp8.p) throw_input_error("--p-prescale", "needs --p-format");
-      try {
-        m_cfg.fp8.p_prescale = std::stod(knobs.at("p-prescale"));
-      } catch (const std::exception&) {
-        throw_input_error("--p-prescale", fmt::format("not a number: '{}'", knobs.at("p-prescale")));
-      }
-      if (!(m_cfg.fp8.p_prescale > 0) || !std::isfinite(m_cfg.fp8.p_prescale))
-        throw_input_error("--p-prescale", "must be finite and positive");
+      m_cfg.fp8.p_prescale = k.positive("p-prescale", std::numeric_limits<double>::max());
     }
-    if (knobs.count("acc-promote")) m_cfg.fp8.acc_promote = integer("acc-promote");
+    if (k.has("acc-promote")) m_cfg.fp8.acc_promote = integer("acc-promote");
     if (m_decode && m_cfg.fp8.any())
       throw_input_error("--decode", "fp8 knobs apply to the prefill kernel only (not yet to --decode)");
     // Faults that need their mechanism switched on name the missing flag.
     for (auto f : m_cfg.faults) {
-      const bool decode_only = f == emu::fault::m_merge_nan_empty || f == emu::fault::m_lse_base2_merge ||
-                               f == emu::fault::m_split_tail_drop || f == emu::fault::m_empty_split_nan;
-      if (decode_only && !m_decode)
+      if (!m_decode && !kernels::applies(f, kernels::k_emu_forward))
         throw_input_error("--inject", fmt::format("fault '{}' needs --decode", emu::to_string(f)));
       if (m_decode && !emu::decode_fault_supported(f))
         throw_input_error("--inject", fmt::format("fault '{}' does not apply to --decode", emu::to_string(f)));
       if (f == emu::fault::m_kv_scale_ignored && !m_cfg.fp8.kv)
-        throw_input_error("--inject", "kv-scale-ignored needs --kv-format");
+        throw_input_error("--inject", fmt::format("{} needs --kv-format", emu::to_string(f)));
       if (f == emu::fault::m_p_no_prescale && !m_cfg.fp8.p)
-        throw_input_error("--inject", "p-no-prescale needs --p-format");
+        throw_input_error("--inject", fmt::format("{} needs --p-format", emu::to_string(f)));
       if (f == emu::fault::m_acc_no_promotion && m_cfg.fp8.acc_promote == 0)
-        throw_input_error("--inject", "acc-no-promotion needs --acc-promote");
+        throw_input_error("--inject", fmt::format("{} needs --acc-promote", emu::to_string(f)));
     }
   }
 

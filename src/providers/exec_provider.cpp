@@ -7,6 +7,7 @@
 #include "src/providers/exec_provider_files.hpp"
 #include "src/providers/exec_provider_process.hpp"
 #include "src/providers/exec_provider_worker.hpp"
+#include "src/providers/knobs.hpp"
 #include "src/providers/provider.hpp"
 
 namespace numprobe {
@@ -16,14 +17,14 @@ class exec_provider final : public attention_provider {
  public:
   explicit exec_provider(const provider_options& o)
       : m_timeout_s(o.exec_timeout_s), m_keep(o.keep_temp) {
-    const auto colon = o.backend.find(':');
-    const std::string kind = o.backend.substr(0, colon);
+    const backend_spec spec = parse_backend_spec(o.backend);
+    const std::string& kind = spec.kind;
     m_worker_mode = kind == "exec-worker" || o.exec_worker;
     const std::string place = "--backend " + kind;
-    if (colon == std::string::npos || colon + 1 == o.backend.size())
+    if (spec.arg.empty())
       throw_input_error(place, fmt::format("expected {}:CMD, e.g. {}:'python3 adapter.py {{in}} {{out}}'",
                                            kind, kind));
-    m_command = o.backend.substr(colon + 1);
+    m_command = spec.arg;
     m_argv = exec::split_command(m_command, place);
     if (!(m_timeout_s > 0)) throw_input_error("--exec-timeout", "must be a positive number of seconds");
     if (!o.faults.empty()) throw_input_error("--inject", "an exec backend has no injectable faults");

@@ -21,6 +21,7 @@
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/npy.hpp"
 #include "src/providers/exec_provider_process.hpp"
+#include "src/providers/knobs.hpp"
 #include "src/providers/quant_provider.hpp"
 
 namespace numprobe {
@@ -63,7 +64,7 @@ std::string overflow_name(formats::overflow o) {
 class exec_quant_provider final : public quant_provider {
  public:
   exec_quant_provider(const std::string& backend, const quant_exec_options& o) : m_opts(o) {
-    m_command = backend.substr(backend.find(':') + 1);
+    m_command = parse_backend_spec(backend).arg;  // the caller routes exec:... here only
     if (m_command.empty())
       throw_input_error("--backend exec", "expected exec:CMD, e.g. exec:'python3 adapter.py {in}'");
     m_argv = exec::split_command(m_command, "--backend exec");

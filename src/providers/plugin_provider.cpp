@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <fmt/format.h>
 #include <memory>
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/kernel_abi.h"
+#include "src/providers/knobs.hpp"
+#include "src/providers/plugin_buffers.hpp"
 #include "src/providers/plugin_library.hpp"
 #include "src/providers/plugin_worker.hpp"
 #include "src/providers/provider.hpp"
@@ -16,157 +17,20 @@
 namespace numprobe {
 namespace {
 
-std::string dtype_name(int d) {
-  switch (d) {
-    case NUMPROBE_DTYPE_F32: return "f32";
-    case NUMPROBE_DTYPE_F16: return "f16";
-    case NUMPROBE_DTYPE_BF16: return "bf16";
-    case NUMPROBE_DTYPE_F64: return "f64";
-    case NUMPROBE_DTYPE_E4M3FN: return "e4m3fn";
-    case NUMPROBE_DTYPE_E5M2: return "e5m2";
-    case NUMPROBE_DTYPE_E4M3FNUZ: return "e4m3fnuz";
-    case NUMPROBE_DTYPE_E5M2FNUZ: return "e5m2fnuz";
-    case NUMPROBE_DTYPE_U8: return "u8";
-    case NUMPROBE_DTYPE_I32: return "i32";
-    default: return fmt::format("dtype#{}", d);
-  }
-}
-
-std::string dtype_list(std::uint32_t mask) {
-  std::string out;
-  for (int d = 0; d < 32; ++d)
-    if (mask & (1u << d)) out += (out.empty() ? "" : ",") + dtype_name(d);
-  return out.empty() ? "none" : out;
-}
-
-numprobe_mask abi_mask(mask_kind m) {
-  switch (m) {
-    case mask_kind::m_none: return NUMPROBE_MASK_NONE;
-    case mask_kind::m_causal: return NUMPROBE_MASK_CAUSAL;
-    case mask_kind::m_causal_top_left: return NUMPROBE_MASK_CAUSAL_TOP_LEFT;
-    case mask_kind::m_window: return NUMPROBE_MASK_WINDOW;
-    default: return static_cast<numprobe_mask>(-1);
-  }
-}
-
-numprobe_tensor dense(void* data, int dtype, std::initializer_list<std::int64_t> shape) {
-  numprobe_tensor t{};
-  t.data = data;
-  t.dtype = dtype;
-  t.ndim = static_cast<std::int32_t>(shape.size());
-  t.scale = 1.0f;
-  int i = 0;
-  for (auto s : shape) t.shape[i++] = s;
-  std::int64_t stride = 1;
-  for (int k = t.ndim - 1; k >= 0; --k) {
-    t.strides[k] = stride;
-    stride *= t.shape[k];
-  }
-  return t;
-}
-
-std::size_t dtype_bytes(int d) {
-  switch (d) {
-    case NUMPROBE_DTYPE_F64: return 8;
-    case NUMPROBE_DTYPE_F32: return 4;
-    default: return 2;  // bf16, f16
-  }
-}
-
-// 16-bit codes of values exactly representable in bf16 / f16 (the case's rounded inputs): bit
-// manipulation of the float, checked against the decode table and falling back to the codec
-// for anything else (so a non-representable value is still rounded, RNE). The codec alone
-// costs ~50 ns an element, seconds for a 16K-token case.
-const std::vector<double>& decode_table(formats::format_id id) {
-  static const auto make = [](formats::format_id f) {
-    std::vector<double> t(65536);
-    for (std::uint32_t c = 0; c < 65536; ++c) t[c] = formats::decode(f, c);
-    return t;
-  };
-  static const std::vector<double> bf16 = make(formats::format_id::m_bf16);
-  static const std::vector<double> f16 = make(formats::format_id::m_f16);
-  return id == formats::format_id::m_bf16 ? bf16 : f16;
-}
-
-std::uint16_t encode16(formats::format_id id, double x) {
-  const float f = static_cast<float>(x);
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  std::uint32_t code;
-  if (id == formats::format_id::m_bf16) {
-    code = u >> 16;
-  } else {
-    const std::uint32_t sign = (u >> 16) & 0x8000u;
-    const int e = static_cast<int>((u >> 23) & 0xFFu) - 127;
-    const float a = std::fabs(f);
-    if (a == 0.f) code = sign;
-    else if (e >= -14 && e <= 15) code = sign | static_cast<std::uint32_t>((e + 15) << 10) | ((u >> 13) & 0x3FFu);
-    else if (e < -14 && e >= -24) code = sign | static_cast<std::uint32_t>(std::ldexp(a, 24));
-    else code = 0x7E00u;  // out of range: the check below sends it to the codec
-  }
-  const double back = decode_table(id)[code & 0xFFFFu];
-  if (back == x || (std::isnan(back) && std::isnan(x))) return static_cast<std::uint16_t>(code);
-  return static_cast<std::uint16_t>(formats::encode(id, x));
-}
-
-// One host buffer of an ABI dtype (f64, f32, bf16, f16): filled from doubles exactly
-// representable in it, or poisoned (NaN) for an output; read back as doubles.
-class host_tensor {
- public:
-  // Element by element, on all cores for long-context cases (each element is its own bytes).
-  host_tensor(int dtype, std::span<const double> x) : m_dtype(dtype), m_bytes(x.size() * dtype_bytes(dtype)) {
-    const auto n = static_cast<std::int64_t>(x.size());
-#pragma omp parallel for schedule(static) if (n > k_parallel_min)
-    for (std::int64_t i = 0; i < n; ++i) set(static_cast<std::size_t>(i), x[static_cast<std::size_t>(i)]);
-  }
-  host_tensor(int dtype, std::size_t n) : m_dtype(dtype), m_bytes(n * dtype_bytes(dtype)) {
-    const auto m = static_cast<std::int64_t>(n);
-#pragma omp parallel for schedule(static) if (m > k_parallel_min)
-    for (std::int64_t i = 0; i < m; ++i) set(static_cast<std::size_t>(i), std::nan(""));
-  }
-  [[nodiscard]] void* data() { return m_bytes.data(); }
-  [[nodiscard]] std::size_t bytes() const { return m_bytes.size(); }
-  [[nodiscard]] double at(std::size_t i) const {
-    switch (m_dtype) {
-      case NUMPROBE_DTYPE_F64: return load<double>(i);
-      case NUMPROBE_DTYPE_F32: return static_cast<double>(load<float>(i));
-      case NUMPROBE_DTYPE_BF16: return decode_table(formats::format_id::m_bf16)[load<std::uint16_t>(i)];
-      default: return decode_table(formats::format_id::m_f16)[load<std::uint16_t>(i)];
-    }
-  }
-
- private:
-  static constexpr std::int64_t k_parallel_min = std::int64_t{1} << 16;
-  template <class U>
-  U load(std::size_t i) const {
-    U u;
-    std::memcpy(&u, m_bytes.data() + i * sizeof(U), sizeof(U));
-    return u;
-  }
-  template <class U>
-  void store(std::size_t i, U u) {
-    std::memcpy(m_bytes.data() + i * sizeof(U), &u, sizeof(U));
-  }
-  void set(std::size_t i, double x) {
-    switch (m_dtype) {
-      case NUMPROBE_DTYPE_F64: return store<double>(i, x);
-      case NUMPROBE_DTYPE_F32: return store<float>(i, static_cast<float>(x));
-      case NUMPROBE_DTYPE_BF16: return store<std::uint16_t>(i, encode16(formats::format_id::m_bf16, x));
-      default: return store<std::uint16_t>(i, encode16(formats::format_id::m_f16, x));
-    }
-  }
-  int m_dtype;
-  std::vector<unsigned char> m_bytes;
-};
+using plugin::abi_mask;
+using plugin::dense;
+using plugin::dtype_list;
+using plugin::dtype_bytes;
+using plugin::dtype_name;
+using plugin::host_tensor;
 
 class plugin_provider final : public attention_provider {
  public:
   plugin_provider(const provider_options& o, bool isolated) : m_device(o.device), m_isolated(isolated) {
-    const auto colon = o.backend.find(':');
-    const std::string kind = o.backend.substr(0, colon);
-    if (colon == std::string::npos || colon + 1 == o.backend.size())
-      throw_input_error("--backend " + kind, fmt::format("expected {}:PATH to a shared library", kind));
-    m_path = o.backend.substr(colon + 1);
+    const backend_spec spec = parse_backend_spec(o.backend);
+    if (spec.arg.empty())
+      throw_input_error("--backend " + spec.kind, fmt::format("expected {}:PATH to a shared library", spec.kind));
+    m_path = spec.arg;
     if (!o.faults.empty()) throw_input_error("--inject", "a plugin backend has no injectable faults");
     if (!o.states.empty()) throw_input_error("--state", "a plugin backend has no state dtypes");
     if (isolated && !(o.exec_timeout_s > 0))
@@ -318,34 +182,21 @@ class plugin_provider final : public attention_provider {
   // Serving knobs: --decode and --splits reach numprobe_attention_decode (num_splits); every
   // other knob has no field in numprobe_decode_params and is refused naming its flag.
   void parse_knobs(const provider_options& o) {
-    const auto& k = o.knobs;
+    const knob_reader k(o.knobs);
     if (k.empty()) return;
-    m_decode_on = k.count("decode") > 0;
-    for (const auto& [name, value] : k) {
-      if (name == "decode" || name == "splits") continue;
+    m_decode_on = k.has("decode");
+    if (const std::string* bad = k.first_unknown({"decode", "splits"})) {
       if (!m_decode_on)
-        throw_input_error("--" + name, "a plugin backend runs numprobe_attention_forward without "
+        throw_input_error("--" + *bad, "a plugin backend runs numprobe_attention_forward without "
                                        "serving knobs; add --decode for a plugin's split-KV decode");
-      throw_input_error("--" + name,
+      throw_input_error("--" + *bad,
                         "the plugin ABI's decode (numprobe_decode_params) has no field for this "
                         "knob: a plugin decode takes --splits only (--split-size, paged and fp8 "
                         "knobs: --backend emu or cuda)");
     }
     if (!m_decode_on)
       throw_input_error("--splits", "a plugin backend runs numprobe_attention_forward; add --decode");
-    if (k.count("splits")) {
-      const std::string& text = k.at("splits");
-      std::int64_t v = 0;
-      try {
-        std::size_t used = 0;
-        v = std::stoll(text, &used);
-        if (used != text.size()) throw std::invalid_argument(text);
-      } catch (const std::exception&) {
-        throw_input_error("--splits", fmt::format("expected an integer, got '{}'", text));
-      }
-      if (v < 1 || v > 65535) throw_input_error("--splits", fmt::format("must be in [1, 65535], got {}", v));
-      m_splits = v;
-    }
+    if (k.has("splits")) m_splits = k.integer("splits", 1, 65535);
   }
 
   // Split-KV decode through numprobe_attention_decode. The ABI's decode has one query per

@@ -13,6 +13,7 @@
 #include "numprobe/core/attention_inputs.hpp"
 #include "numprobe/core/attention_output.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
+#include "src/providers/provider_registry.hpp"
 
 namespace numprobe {
 
@@ -67,10 +68,6 @@ void register_attention_provider(const std::string& name, attention_provider_fac
 // Throws an input error (unknown backend) or a backend error (compiled out / no device).
 [[nodiscard]] std::unique_ptr<attention_provider> make_attention_provider(const provider_options& o);
 
-struct backend_info {
-  std::string name;
-  std::string description;
-};
 [[nodiscard]] std::vector<backend_info> attention_backends();
 
 }  // namespace numprobe

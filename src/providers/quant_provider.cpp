@@ -8,6 +8,7 @@
 
 #include "numprobe/core/error.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
+#include "src/providers/knobs.hpp"
 
 namespace numprobe {
 namespace {
@@ -121,32 +122,58 @@ std::uint32_t float_bits(double v) {
   return u;
 }
 
+std::unique_ptr<quant_provider> make_cuda_quant(const std::string&, int device, const quant_exec_options&) {
+#if NUMPROBE_HAVE_CUDA
+  if (gpu::cuda_api().device_count() == 0)
+    throw_backend_error("--backend cuda", "no CUDA device (" + gpu::cuda_api().no_device_reason() + ")");
+  return std::make_unique<gpu_quant_provider>(gpu::cuda_quant_api(), device);
+#else
+  (void)device;
+  throw_backend_error("--backend cuda", "the cuda backend is not compiled into this build");
+#endif
+}
+
+std::unique_ptr<quant_provider> make_hip_quant(const std::string&, int device, const quant_exec_options&) {
+#if NUMPROBE_HAVE_HIP
+  if (gpu::hip_api().device_count() == 0)
+    throw_backend_error("--backend hip", "no HIP device (" + gpu::hip_api().no_device_reason() + ")");
+  return std::make_unique<gpu_quant_provider>(gpu::hip_quant_api(), device);
+#else
+  (void)device;
+  throw_backend_error("--backend hip", "the hip backend is not compiled into this build");
+#endif
+}
+
+std::unique_ptr<quant_provider> make_exec_quant(const std::string& backend, int, const quant_exec_options& o) {
+  return make_exec_quant_provider(backend, o);
+}
+
+// cuda and hip stay registered in builds without them, so that asking for one is a backend
+// error (exit 3: not compiled in), not an unknown name.
+const provider_registry<quant_provider_factory>& quant_registry() {
+  static const provider_registry<quant_provider_factory> r = [] {
+    provider_registry<quant_provider_factory> t;
+    t.add("exec", &make_exec_quant, "an external quantizer judged bit for bit (exec:CMD)");
+    t.add("cuda", &make_cuda_quant, "built-in GPU quantize kernels on an NVIDIA GPU");
+    t.add("hip", &make_hip_quant, "built-in GPU quantize kernels on an AMD GPU");
+    return t;
+  }();
+  return r;
+}
+
 }  // namespace
 
 std::unique_ptr<quant_provider> make_quant_provider(const std::string& backend, int device,
                                                     const quant_exec_options& exec) {
-  if (backend.rfind("exec:", 0) == 0) return make_exec_quant_provider(backend, exec);
-  if (backend == "cuda") {
-#if NUMPROBE_HAVE_CUDA
-    if (gpu::cuda_api().device_count() == 0)
-      throw_backend_error("--backend cuda", "no CUDA device (" + gpu::cuda_api().no_device_reason() + ")");
-    return std::make_unique<gpu_quant_provider>(gpu::cuda_quant_api(), device);
-#else
-    (void)device;
-    throw_backend_error("--backend cuda", "the cuda backend is not compiled into this build");
-#endif
-  }
-  if (backend == "hip") {
-#if NUMPROBE_HAVE_HIP
-    if (gpu::hip_api().device_count() == 0)
-      throw_backend_error("--backend hip", "no HIP device (" + gpu::hip_api().no_device_reason() + ")");
-    return std::make_unique<gpu_quant_provider>(gpu::hip_quant_api(), device);
-#else
-    throw_backend_error("--backend hip", "the hip backend is not compiled into this build");
-#endif
-  }
-  throw_input_error("--backend", "quantize runs on ref, cuda, hip or exec:CMD, not '" + backend + "'");
+  const backend_spec spec = parse_backend_spec(backend);
+  // exec takes a command after its ':'; the device backends take none.
+  const quant_provider_factory* make = quant_registry().find(spec.kind);
+  if (make == nullptr || spec.has_arg != (spec.kind == "exec"))
+    throw_input_error("--backend", "quantize runs on ref, cuda, hip or exec:CMD, not '" + backend + "'");
+  return (*make)(backend, device, exec);
 }
+
+std::vector<backend_info> quant_backends() { return quant_registry().list(); }
 
 quant_bit_check compare_quant(const formats::quant_result& ref, const quant_device_output& dev,
                               std::span<const double> input, std::size_t max_listed) {

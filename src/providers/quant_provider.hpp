@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "numprobe/formats/scheme.hpp"
+#include "src/providers/provider_registry.hpp"
 
 namespace numprobe {
 
@@ -54,6 +55,11 @@ struct quant_exec_options {
 [[nodiscard]] std::unique_ptr<quant_provider> make_quant_provider(const std::string& backend,
                                                                   int device = 0,
                                                                   const quant_exec_options& exec = {});
+
+using quant_provider_factory = std::unique_ptr<quant_provider> (*)(const std::string& backend, int device,
+                                                                   const quant_exec_options& exec);
+// The registered quantize backends (the device ones listed in every build).
+[[nodiscard]] std::vector<backend_info> quant_backends();
 
 // The exec quant provider (src/providers/exec_provider_quant.cpp); `backend` is "exec:CMD".
 [[nodiscard]] std::unique_ptr<quant_provider> make_exec_quant_provider(const std::string& backend,

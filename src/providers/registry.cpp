@@ -1,22 +1,18 @@
 // The backend registry: one line per provider below.
 #include <fmt/format.h>
-#include <map>
 #include <mutex>
 
 #include "numprobe/core/error.hpp"
 #include "src/providers/builtin_providers.hpp"
+#include "src/providers/knobs.hpp"
 #include "src/providers/provider.hpp"
+#include "src/providers/provider_registry.hpp"
 
 namespace numprobe {
 namespace {
 
-struct entry {
-  attention_provider_factory factory;
-  std::string description;
-};
-
-std::map<std::string, entry>& table() {
-  static std::map<std::string, entry> t;
+provider_registry<attention_provider_factory>& table() {
+  static provider_registry<attention_provider_factory> t;
   return t;
 }
 
@@ -40,30 +36,26 @@ void register_builtins() {
 
 void register_attention_provider(const std::string& name, attention_provider_factory f,
                                  const std::string& description) {
-  table()[name] = entry{f, description};
+  table().add(name, f, description);
 }
 
 std::unique_ptr<attention_provider> make_attention_provider(const provider_options& o) {
   register_builtins();
-  const auto colon = o.backend.find(':');
-  const std::string key = o.backend.substr(0, colon);
-  const auto it = table().find(key);
-  if (it == table().end()) {
+  const std::string key = parse_backend_spec(o.backend).kind;
+  const attention_provider_factory* make = table().find(key);
+  if (make == nullptr) {
     if (key == "cuda" || key == "hip")
       throw_backend_error("--backend " + key,
                           fmt::format("the {} backend is not compiled into this build", key));
-    std::string known;
-    for (const auto& [n, e] : table()) known += (known.empty() ? "" : "|") + n;
-    throw_input_error("--backend", fmt::format("unknown backend '{}' (available: {})", o.backend, known));
+    throw_input_error("--backend", fmt::format("unknown backend '{}' (available: {})", o.backend,
+                                               table().names()));
   }
-  return it->second.factory(o);
+  return (*make)(o);
 }
 
 std::vector<backend_info> attention_backends() {
   register_builtins();
-  std::vector<backend_info> out;
-  for (const auto& [n, e] : table()) out.push_back({n, e.description});
-  return out;
+  return table().list();
 }
 
 }  // namespace numprobe

@@ -13,42 +13,23 @@
 #include "numprobe/core/attention_inputs.hpp"
 #include "numprobe/core/attention_output.hpp"
 #include "numprobe/formats/format.hpp"
+#include "src/kernels/fault_table.hpp"
 
 namespace numprobe::emu {
 
-enum class fault : std::uint8_t {
-  m_skip_rescale,     // O and l not rescaled when the running max rises
-  m_stale_max,        // the rescale uses the max from one tile earlier
-  m_rowsum_bf16,      // running sum l held in bf16
-  m_acc_bf16,         // accumulator O held in bf16
-  m_mask_top_left,    // causal mask aligned top-left (j <= i) instead of bottom-right
-  m_no_empty_guard,   // exp(-inf - -inf) reaches l and O for rows with no valid key yet
-  m_drop_tail_tile,   // a partial last key tile is ignored
-  m_finite_sentinel,  // running max starts at -1e4 instead of -inf
-  // split-KV decode (flash_decode.hpp)
-  m_merge_nan_empty,   // the LSE merge takes exp(-inf - -inf) when every split is empty
-  m_lse_base2_merge,   // splits write a base-2 LSE that the natural-log merge reads as natural
-  m_split_tail_drop,   // the last split ignores its partial tail tile
-  // fp8 attention (fp8_config below)
-  m_kv_scale_ignored,  // the K/V dequantization treats the cache scale as 1
-  m_p_no_prescale,     // P is quantized to fp8 without its pre-scale
-  m_acc_no_promotion,  // the limited-precision fp8 MMA accumulator is never promoted to fp32
-  // issue 14: classes the emulator could not produce before
-  m_gqa_mod,          // query head h reads KV head h % Hkv instead of h / (Hq / Hkv)
-  m_index_wrap,       // the key row is addressed through a 15-bit index: key j reads row j mod 2^15
-  m_wave_width,       // row max/sum reduced by a 32-wide butterfly on a 64-wide wavefront
-  m_empty_split_nan,  // decode: an empty split writes O_i = 0/0 and the merge weights it by 0
-};
+// The faults, their names and where each applies: src/kernels/fault_table.hpp, shared with the
+// GPU kernels' fault variants and the providers.
+using fault = kernels::fault;
+using kernels::to_string;
 
 // index-wrap: the key index wraps at 2^15. A real int16 index turns negative at 32768 and reads
 // 32768 rows *before* the base pointer (garbage or a crash, which an emulator cannot reproduce);
 // the form modelled is the in-bounds one, an index kept in 15 bits (a 16-bit field with a flag
 // bit, or an int16 masked non-negative): key j reads K/V row j mod 32768, while the mask still
 // uses the true position j. Exact for S <= 32768, wrong past it.
-inline constexpr std::int64_t k_index_wrap_rows = std::int64_t{1} << 15;
+using kernels::k_index_wrap_rows;
 
 [[nodiscard]] std::span<const fault> all_faults();
-[[nodiscard]] std::string_view to_string(fault f);
 [[nodiscard]] fault parse_fault(std::string_view text, const std::string& place = "--inject");
 
 // Storage dtype of every piece of state. Defaults model a bf16/fp16 FA2 kernel: inputs in the

@@ -1,6 +1,6 @@
 // Names and settings of the emulated FlashAttention kernel: state dtypes, faults, describe().
 // The fault names are shared with the GPU kernels' fault variants (DESIGN.md), so they are
-// spelled once, here.
+// spelled once, in src/kernels/fault_table.hpp.
 #include <algorithm>
 #include <array>
 #include <fmt/format.h>
@@ -12,40 +12,12 @@
 namespace numprobe::emu {
 namespace {
 
-struct fault_name {
-  fault f;
-  std::string_view name;
-};
-
-constexpr std::array<fault_name, 18> k_fault_names{{
-    {fault::m_skip_rescale, "skip-rescale"},
-    {fault::m_stale_max, "stale-max"},
-    {fault::m_rowsum_bf16, "rowsum-bf16"},
-    {fault::m_acc_bf16, "acc-bf16"},
-    {fault::m_mask_top_left, "mask-top-left"},
-    {fault::m_no_empty_guard, "no-empty-guard"},
-    {fault::m_drop_tail_tile, "drop-tail-tile"},
-    {fault::m_finite_sentinel, "finite-sentinel"},
-    {fault::m_merge_nan_empty, "merge-nan-empty"},
-    {fault::m_lse_base2_merge, "lse-base2-merge"},
-    {fault::m_split_tail_drop, "split-tail-drop"},
-    {fault::m_kv_scale_ignored, "kv-scale-ignored"},
-    {fault::m_p_no_prescale, "p-no-prescale"},
-    {fault::m_acc_no_promotion, "acc-no-promotion"},
-    {fault::m_gqa_mod, "gqa-mod"},
-    {fault::m_index_wrap, "index-wrap"},
-    {fault::m_wave_width, "wave-width"},
-    {fault::m_empty_split_nan, "empty-split-nan"},
-}};
-
-constexpr std::array<fault, 18> k_faults{
-    fault::m_skip_rescale,     fault::m_stale_max,        fault::m_rowsum_bf16,
-    fault::m_acc_bf16,         fault::m_mask_top_left,    fault::m_no_empty_guard,
-    fault::m_drop_tail_tile,   fault::m_finite_sentinel,  fault::m_merge_nan_empty,
-    fault::m_lse_base2_merge,  fault::m_split_tail_drop,  fault::m_kv_scale_ignored,
-    fault::m_p_no_prescale,    fault::m_acc_no_promotion, fault::m_gqa_mod,
-    fault::m_index_wrap,       fault::m_wave_width,       fault::m_empty_split_nan,
-};
+// all_faults(), in table (enum) order.
+constexpr std::array<fault, kernels::k_fault_table.size()> k_faults = [] {
+  std::array<fault, kernels::k_fault_table.size()> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = kernels::k_fault_table[i].id;
+  return out;
+}();
 
 constexpr std::array<std::string_view, 4> k_kv_scale_names{"tensor", "head", "channel", "token"};
 
@@ -81,19 +53,11 @@ kv_scale_layout parse_kv_scale(std::string_view text, const std::string& place) 
   throw_input_error(place, fmt::format("unknown scale layout '{}' (expected tensor|head|channel|token)", text));
 }
 
-std::string_view to_string(fault f) {
-  for (const auto& n : k_fault_names)
-    if (n.f == f) return n.name;
-  return "unknown-fault";
-}
-
 fault parse_fault(std::string_view text, const std::string& place) {
-  for (const auto& n : k_fault_names)
-    if (n.name == text) return n.f;
-  std::vector<std::string_view> names;
-  for (const auto& n : k_fault_names) names.push_back(n.name);
+  fault f{};
+  if (kernels::find_fault(text, f)) return f;
   throw_input_error(place, fmt::format("unknown fault '{}' (known: {})", text,
-                                       fmt::join(names, ", ")));
+                                       kernels::fault_names(0xFF)));
 }
 
 state_dtypes default_states(formats::format_id input) {

@@ -34,12 +34,7 @@ struct split_out {
 
 bool decode_config::has(fault f) const { return std::find(faults.begin(), faults.end(), f) != faults.end(); }
 
-bool decode_fault_supported(fault f) {
-  return f == fault::m_merge_nan_empty || f == fault::m_lse_base2_merge || f == fault::m_split_tail_drop ||
-         f == fault::m_rowsum_bf16 || f == fault::m_acc_bf16 || f == fault::m_finite_sentinel ||
-         f == fault::m_no_empty_guard || f == fault::m_gqa_mod || f == fault::m_index_wrap ||
-         f == fault::m_empty_split_nan;
-}
+bool decode_fault_supported(fault f) { return kernels::applies(f, kernels::k_emu_decode); }
 
 std::string decode_config::describe(formats::format_id input) const {
   std::string s = fmt::format("emu-decode[tile_k={},", tile_k);

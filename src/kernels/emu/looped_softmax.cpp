@@ -141,9 +141,7 @@ formats::format_id get_softmax_state(const softmax_states& st, std::string_view 
   return *s;
 }
 
-bool softmax_fault_supported(fault f) {
-  return f == fault::m_no_empty_guard || f == fault::m_rowsum_bf16 || f == fault::m_finite_sentinel;
-}
+bool softmax_fault_supported(fault f) { return kernels::applies(f, kernels::k_emu_softmax); }
 
 bool looped_softmax_config::has(fault f) const {
   return std::find(faults.begin(), faults.end(), f) != faults.end();

@@ -63,7 +63,8 @@ template <class T>
 void dispatch_flash(const flash_params<T>& params, int head_dim, std::uint32_t faults,
                     attention_path path, platform::stream_t stream) {
   if ((faults & k_fault_empty_split_nan) != 0)
-    throw_input_error("--inject", "empty-split-nan is a split-KV decode fault; add --decode");
+    throw_input_error("--inject", std::string(kernels::to_string(kernels::fault::m_empty_split_nan)) +
+                                      " is a split-KV decode fault; add --decode");
   flash_params<T> p = params;
   p.runtime_faults = faults & k_runtime_faults;
   faults &= ~k_runtime_faults;
@@ -73,8 +74,9 @@ void dispatch_flash(const flash_params<T>& params, int head_dim, std::uint32_t f
     case 128: return launch_by_fault<T, 128>(p, faults, path, stream);
     case 64:
       if (faults != k_fault_none)
-        throw_input_error("--inject", "GPU fault variants are compiled for head_dim 128 only "
-                                      "(gqa-mod and index-wrap run at 64 too)");
+        throw_input_error("--inject", "GPU fault variants are compiled for head_dim 128 only (" +
+                                          kernels::fault_names(kernels::k_gpu_forward, k_runtime_faults) +
+                                          " run at 64 too)");
       return launch_flash<T, 64, k_fault_none>(p, path, stream);
     default:
       throw_input_error("head_dim", "the GPU attention kernels are compiled for D = 64 and 128, not " +

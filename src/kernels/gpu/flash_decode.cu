@@ -127,7 +127,7 @@ decode_result decode_impl(const decode_request& req) {
   if (r.acc_promote < 0) throw_input_error("--acc-promote", "must be >= 0");
   if (r.acc_mantissa < 1 || r.acc_mantissa > 23) throw_input_error("acc_mantissa", "must be 1..23");
   if ((r.faults & ~k_decode_faults) != 0)
-    throw_input_error("--inject", "the decode kernel's faults are gqa-mod, index-wrap and empty-split-nan");
+    throw_input_error("--inject", "the decode kernel's faults are " + kernels::fault_names(kernels::k_gpu_decode));
   const bool fp8 = r.kv != kv_format::m_input;
   if (fp8 && (!r.k8 || !r.v8 || !r.k_scale || !r.v_scale))
     throw_input_error("kv", "the FP8 KV variant needs e4m3 codes and scales");

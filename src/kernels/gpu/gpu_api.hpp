@@ -6,29 +6,32 @@
 #include <string>
 #include <vector>
 
+#include "src/kernels/fault_table.hpp"
+
 namespace numprobe::gpu {
 
-// Fault variants: compile-time template parameters of the kernels (one bit each). Names and
-// meanings are the emulator's (src/kernels/emu/flash_attention.hpp). The address faults
+// Fault variants: compile-time template parameters of the kernels (one bit each). Names, bits
+// and meanings are the shared fault table's (src/kernels/fault_table.hpp). The address faults
 // (k_runtime_faults) are run-time flags of the fault-free variant instead: they change which K/V
 // row or head is read once per block or tile, not the inner loops, so they cost no instantiation.
 enum fault_bits : std::uint32_t {
   k_fault_none = 0,
-  k_fault_skip_rescale = 1u << 0,
-  k_fault_stale_max = 1u << 1,
-  k_fault_rowsum_bf16 = 1u << 2,
-  k_fault_acc_bf16 = 1u << 3,
-  k_fault_mask_top_left = 1u << 4,
-  k_fault_no_empty_guard = 1u << 5,
-  k_fault_drop_tail_tile = 1u << 6,
-  k_fault_finite_sentinel = 1u << 7,
-  k_fault_gqa_mod = 1u << 8,          // forward and decode: KV head h % Hkv
-  k_fault_index_wrap = 1u << 9,       // forward and decode: key j reads row j mod 2^15
-  k_fault_empty_split_nan = 1u << 10, // decode: an empty split writes 0/0, the merge weights it
+  k_fault_skip_rescale = kernels::gpu_bit(kernels::fault::m_skip_rescale),
+  k_fault_stale_max = kernels::gpu_bit(kernels::fault::m_stale_max),
+  k_fault_rowsum_bf16 = kernels::gpu_bit(kernels::fault::m_rowsum_bf16),
+  k_fault_acc_bf16 = kernels::gpu_bit(kernels::fault::m_acc_bf16),
+  k_fault_mask_top_left = kernels::gpu_bit(kernels::fault::m_mask_top_left),
+  k_fault_no_empty_guard = kernels::gpu_bit(kernels::fault::m_no_empty_guard),
+  k_fault_drop_tail_tile = kernels::gpu_bit(kernels::fault::m_drop_tail_tile),
+  k_fault_finite_sentinel = kernels::gpu_bit(kernels::fault::m_finite_sentinel),
+  k_fault_gqa_mod = kernels::gpu_bit(kernels::fault::m_gqa_mod),          // forward and decode
+  k_fault_index_wrap = kernels::gpu_bit(kernels::fault::m_index_wrap),    // forward and decode
+  k_fault_empty_split_nan = kernels::gpu_bit(kernels::fault::m_empty_split_nan),  // decode
 };
 inline constexpr std::uint32_t k_runtime_faults = k_fault_gqa_mod | k_fault_index_wrap;
-inline constexpr std::uint32_t k_decode_faults = k_fault_gqa_mod | k_fault_index_wrap | k_fault_empty_split_nan;
-inline constexpr std::int64_t k_index_wrap_rows = std::int64_t{1} << 15;
+inline constexpr std::uint32_t k_decode_faults = kernels::gpu_bits(kernels::k_gpu_decode);
+static_assert(k_decode_faults == (k_fault_gqa_mod | k_fault_index_wrap | k_fault_empty_split_nan));
+using kernels::k_index_wrap_rows;
 
 enum class attention_path : std::uint8_t {
   m_mma,     // tensor cores (NVIDIA mma.sync); the default where the platform has it

@@ -66,8 +66,8 @@ softmax_device_result run_typed(const softmax_request& r) {
     case k_fault_rowsum_bf16: launch<T, k_fault_rowsum_bf16>(p, r.rows); break;
     case k_fault_finite_sentinel: launch<T, k_fault_finite_sentinel>(p, r.rows); break;
     default:
-      throw_input_error("--inject", "the GPU softmax compiles no-empty-guard, rowsum-bf16 and "
-                                    "finite-sentinel, one at a time");
+      throw_input_error("--inject", "the GPU softmax compiles " +
+                                        kernels::fault_names(kernels::k_gpu_softmax) + ", one at a time");
   }
   NUMPROBE_GPU_CHECK(EventRecord, e1.get(), nullptr);
   softmax_device_result out;
