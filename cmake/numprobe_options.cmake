@@ -1,7 +1,8 @@
 # Compile options shared by every numprobe target.
 add_library(numprobe_options INTERFACE)
 target_compile_options(numprobe_options INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-restrict>)
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
+  $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Wno-restrict>)  # a g++ warning; clang has no such option
 if(NUMPROBE_X86_64_V3 AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   # x86-64-v3 (AVX2, FMA) runs on both the development machine and the GPU machine;
   # -march=native would make binaries that fail on the other one.
@@ -11,6 +12,13 @@ if(NUMPROBE_SANITIZE)
   target_compile_options(numprobe_options INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer>)
   target_link_options(numprobe_options INTERFACE -fsanitize=address,undefined)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    # libFuzzer's coverage hooks in every library, so this one sanitizer tree also builds the
+    # fuzz targets (tests/fuzz, run by scripts/fuzz.sh). The test binaries link no libFuzzer:
+    # the ASan runtime supplies no-op hooks.
+    target_compile_options(numprobe_options INTERFACE
+      $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+  endif()
 endif()
 target_link_libraries(numprobe_options INTERFACE OpenMP::OpenMP_CXX)
 

@@ -1,28 +1,41 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets for the tensor-file parsers with clang and runs each one.
-#   scripts/fuzz.sh [SECONDS_PER_TARGET=60] [BUILD_DIR=build-fuzz]
-# Self-contained: compiles the io and formats sources straight into each target (so the
-# parsers themselves carry coverage and ASan instrumentation), using headers from include/.
+# Runs the libFuzzer targets for the tensor-file, case-id and scenario parsers.
+#   [FUZZ_BUILD_DIR=DIR] scripts/fuzz.sh [SECONDS_PER_TARGET=60] [OUT_DIR]
+# With FUZZ_BUILD_DIR: runs the targets of that CMake tree, which must be a clang one (CI's
+# sanitizer tree: NUMPROBE_SANITIZE=ON instruments every library for coverage, ASan and UBSan);
+# they are brought up to date first, so one build serves the tests and the fuzzers. OUT_DIR
+# defaults to DIR/fuzz.
+# Without it, self-contained: finds clang++ (or CXX_FUZZ), compiles the io and formats sources
+# straight into each target (so the parsers themselves carry coverage and ASan instrumentation)
+# and builds fuzz_scenario through its own CMake tree; OUT_DIR defaults to build-fuzz.
 # Exits non-zero when a target finds a crash, leak or sanitizer report; the reproducer is
-# left in BUILD_DIR (replay it with fuzz_driver FILE or the target itself).
+# left in OUT_DIR (replay it with fuzz_driver FILE or the target itself).
 set -euo pipefail
 
 seconds="${1:-60}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${2:-$root/build-fuzz}"
+build=""
+if [[ -n "${FUZZ_BUILD_DIR:-}" ]]; then
+  build="$(cd "$FUZZ_BUILD_DIR" && pwd)"
+  out="${2:-$build/fuzz}"
+else
+  out="${2:-$root/build-fuzz}"
+fi
+targets=(fuzz_npy fuzz_safetensors fuzz_case_id fuzz_scenario)
 
 cxx="${CXX_FUZZ:-}"
-if [[ -z "$cxx" ]]; then
+if [[ -z "$build" && -z "$cxx" ]]; then
   for c in clang++ clang++-18 clang++-17 clang++-16 clang++-15 clang++-14; do
     if command -v "$c" >/dev/null 2>&1; then cxx="$c"; break; fi
   done
-fi
-if [[ -z "$cxx" ]]; then
-  echo "fuzz.sh: no clang++ found (set CXX_FUZZ)" >&2
-  exit 2
+  if [[ -z "$cxx" ]]; then
+    echo "fuzz.sh: no clang++ found (set CXX_FUZZ, or FUZZ_BUILD_DIR to a clang build)" >&2
+    exit 2
+  fi
 fi
 
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"  # the targets run from inside it
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -Wno-psabi -I"$root/include" -I"$root")
 # The io layer and the formats layer it decodes with; formats needs nothing else.
@@ -68,23 +81,41 @@ build_scenario_target() {
   cp "$out/cmake/tests/fuzz/fuzz_scenario" "$out/fuzz_scenario"
 }
 
-status=0
-for target in fuzz_npy fuzz_safetensors fuzz_case_id fuzz_scenario; do
-  echo "== building $target with $cxx"
-  if [[ "$target" == fuzz_scenario ]]; then
+# build_standalone TARGET: compiles TARGET into $out (no FUZZ_BUILD_DIR).
+build_standalone() {
+  echo "== building $1 with $cxx"
+  if [[ "$1" == fuzz_scenario ]]; then
     build_scenario_target
-  elif [[ "$target" == fuzz_case_id ]]; then
+  elif [[ "$1" == fuzz_case_id ]]; then
     # The case-id parser lives in core (with the formats it names).
-    "$cxx" "${flags[@]}" "$root/tests/fuzz/$target.cpp" "$root"/src/core/attention_case.cpp \
-      "$root"/src/core/id_fields.cpp "$root"/src/formats/*.cpp -lfmt -o "$out/$target"
+    "$cxx" "${flags[@]}" "$root/tests/fuzz/$1.cpp" "$root"/src/core/attention_case.cpp \
+      "$root"/src/core/id_fields.cpp "$root"/src/formats/*.cpp -lfmt -o "$out/$1"
   else
-    "$cxx" "${flags[@]}" "$root/tests/fuzz/$target.cpp" "${sources[@]}" -o "$out/$target"
+    "$cxx" "${flags[@]}" "$root/tests/fuzz/$1.cpp" "${sources[@]}" -o "$out/$1"
+  fi
+}
+
+if [[ -n "$build" ]]; then
+  # The targets exist only in a clang tree (tests/fuzz/CMakeLists.txt).
+  if ! cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"; then
+    echo "fuzz.sh: $build has no fuzz targets up to date (it must be a clang build)" >&2
+    exit 2
+  fi
+fi
+
+status=0
+for target in "${targets[@]}"; do
+  if [[ -n "$build" ]]; then
+    bin="$build/tests/fuzz/$target"
+  else
+    build_standalone "$target"
+    bin="$out/$target"
   fi
   corpus="$out/corpus_$target"
   mkdir -p "$corpus"
   echo "== running $target for ${seconds}s"
   # -rss_limit_mb bounds memory: a parser that allocates from an unchecked size fails here.
-  if ! (cd "$out" && "./$target" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
+  if ! (cd "$out" && "$bin" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
          -max_len=65536 -timeout=10 -print_final_stats=1); then
     echo "fuzz.sh: $target found a failure (reproducer in $out)" >&2
     status=1

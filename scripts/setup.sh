@@ -6,6 +6,7 @@ set -euo pipefail
 debs=(cmake ninja-build g++ git pkg-config python3 python3-pip
       libcli11-dev libeigen3-dev libboost-dev libfmt-dev googletest libgtest-dev
       libtomlplusplus-dev nlohmann-json3-dev
+      clang libomp-dev  # CI's sanitizer + libFuzzer build (clang's OpenMP is libomp)
       chromium)  # headless render test of the HTML report (tests/reports)
 # HIP toolchain (compile-only here: no AMD GPU) for the one-source GPU kernels.
 if [ "${NUMPROBE_WITH_HIP:-1}" = 1 ]; then
