@@ -1,3 +1,4 @@
+#include "numprobe/core/result.hpp"
 #include "probes/attention_probe.hpp"
 
 #include <chrono>
@@ -209,10 +210,7 @@ attention_point run_attention_point(attention_provider& provider, const attentio
   return p;
 }
 
-nlohmann::json json_number(double v) {
-  if (std::isfinite(v)) return v;
-  return nullptr;
-}
+nlohmann::json json_number(double v) { return result::json_number(v); }
 
 nlohmann::json to_json(const metrics::attention_errors& e) {
   return {{"rel_rms", json_number(e.rel_rms)},   {"max_abs", json_number(e.max_abs)},

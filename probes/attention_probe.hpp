@@ -11,6 +11,8 @@
 
 #include "numprobe/core/attention_case.hpp"
 #include "numprobe/core/attention_inputs.hpp"
+#include "numprobe/core/bound.hpp"
+#include "numprobe/core/result.hpp"
 #include "numprobe/core/row_sampling.hpp"
 #include "numprobe/metrics/attention_errors.hpp"
 #include "src/providers/provider.hpp"
@@ -112,6 +114,10 @@ struct attention_probe_options {
 [[nodiscard]] nlohmann::json to_json(const metrics::attention_errors& e);
 [[nodiscard]] nlohmann::json to_json(const nonfinite_report& r);
 [[nodiscard]] nlohmann::json to_json(const attention_point& p);
+// The result model of one point: every point metric with its unit, the non-finite gate and one
+// gate per bound, the per-row error histogram, the worst rows, and to_json(p) as details. The
+// caller sets the backend.
+void fill_result(const attention_point& p, const std::vector<bound>& bounds, result::check_result& out);
 
 // JSON number or null for non-finite values (JSON has no inf/NaN).
 [[nodiscard]] nlohmann::json json_number(double v);

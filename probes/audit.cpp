@@ -86,26 +86,35 @@ nlohmann::json to_json(const audit_result& r, bool with_seconds) {
   return j;
 }
 
-std::string to_markdown(const audit_result& r) {
-  std::string md = fmt::format("# numprobe audit\n\n- backend: `{}`\n- case: `{}`\n- bound: `{}`\n- tile: {}x{} ({})\n"
-                               "- verdict: **{}**\n\n",
-                               r.provider, r.base_case, r.bounds.empty() ? "" : r.bounds.front(), r.tile_q, r.tile_k,
-                               r.tile_source, r.healthy ? "healthy" : "findings");
-  md += "| class | verdict | evidence |\n| --- | --- | --- |\n";
+void fill_result(const audit_result& r, result::check_result& out) {
+  out.backend = r.provider;
+  out.case_id = r.base_case;
+  out.seconds = r.seconds;
+  const auto failing = failing_classes(r.classes);
+  out.message = fmt::format("tile {}x{} ({}); {}", r.tile_q, r.tile_k, r.tile_source,
+                            r.healthy ? "healthy" : fmt::format("{} class(es) fail, {} case(s) errored",
+                                                                failing.size(), r.errors.size()));
+  out.metrics.push_back({"failing_classes", static_cast<double>(failing.size()), "classes", "int"});
+  out.metrics.push_back({"errors", static_cast<double>(r.errors.size()), "cases", "int"});
+  out.metrics.push_back({"cases", static_cast<double>(r.trace.size()), "cases", "int"});
+  for (const auto& c : r.classes)
+    if (c.verdict != "not-applicable")
+      out.gates.push_back({c.name, c.name, c.verdict == "fail" ? 1.0 : 0.0, c.verdict != "fail",
+                           c.evidence.empty() ? "" : c.evidence.front(), c.cases.empty() ? r.base_case : c.cases.front()});
+  result::table classes{"bug classes (NUMERICS.md)", {"class", "verdict", "evidence"}, {}};
   for (const auto& c : r.classes) {
     std::string ev;
-    for (const auto& e : c.evidence) ev += (ev.empty() ? "" : "<br>") + e;
-    for (auto& ch : ev)
-      if (ch == '|') ch = '/';
-    md += fmt::format("| {} | {} | {} |\n", c.name, c.verdict == "fail" ? "**fail**" : c.verdict, ev);
+    for (const auto& e : c.evidence) ev += (ev.empty() ? "" : "; ") + e;
+    classes.rows.push_back({c.name, c.verdict, ev});
   }
+  out.tables.push_back(std::move(classes));
   if (!r.errors.empty()) {
-    md += "\n## Backend errors\n\n";
-    for (const auto& e : r.errors) md += fmt::format("- {} `{}`: {}\n", e.klass, e.case_id, e.message);
+    result::table errors{"backend errors", {"class", "case", "message"}, {}};
+    for (const auto& e : r.errors) errors.rows.push_back({e.klass, e.case_id, e.message});
+    out.tables.push_back(std::move(errors));
   }
-  md += fmt::format("\n{} steps in {:.1f} s. Rerun any step with `numprobe attention --case ID` and the same backend "
-                    "flags.\n", r.trace.size(), r.seconds);
-  return md;
+  out.traces.push_back(trace_table(r.trace, "audit cases (rerun one with numprobe attention --case ID)"));
+  out.details = to_json(r);
 }
 
 }  // namespace numprobe::probes

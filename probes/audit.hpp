@@ -79,6 +79,8 @@ struct audit_result {
 
 [[nodiscard]] nlohmann::json to_json(const audit_class& c);
 [[nodiscard]] nlohmann::json to_json(const audit_result& r, bool with_seconds = true);
-[[nodiscard]] std::string to_markdown(const audit_result& r);
+// The result model: a gate per applicable class (held unless it fails), the classes and errors
+// as tables, every case as the trace, and to_json(r) as details.
+void fill_result(const audit_result& r, result::check_result& out);
 
 }  // namespace numprobe::probes

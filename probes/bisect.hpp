@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "numprobe/core/bound.hpp"
+#include "numprobe/core/result.hpp"
 #include "probes/audit.hpp"
 #include "probes/bisect_classify.hpp"
 #include "probes/bisect_decode.hpp"
@@ -60,7 +62,9 @@ struct bisect_result {
 [[nodiscard]] nlohmann::json to_json(const bisect_result& r, bool with_seconds = true);
 [[nodiscard]] nlohmann::json to_json(const bisect_step& s, bool with_seconds = true);
 // A Markdown report: summary, classes with evidence, precision curve, the trace.
-[[nodiscard]] std::string to_markdown(const bisect_result& r);
+// The result model: the verdict, the length bracket, the failure gate, the trace as a table,
+// and to_json(r) as details.
+void fill_result(const bisect_result& r, const bisect_options& o, result::check_result& out);
 // One-line summaries for terminals and reports.
 [[nodiscard]] std::string culprit_text(const bisect_result& r);
 

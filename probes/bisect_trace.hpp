@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "numprobe/core/result.hpp"
 #include "numprobe/core/attention_case.hpp"
 #include "numprobe/core/bound.hpp"
 #include "probes/attention_probe.hpp"
@@ -87,5 +88,8 @@ class bisect_context {
 
 // "x300.0" style factor between two errors (for evidence lines).
 [[nodiscard]] std::string factor_text(double num, double den);
+
+// The steps as a result-model table (bisect's and audit's trace).
+[[nodiscard]] result::table trace_table(const std::vector<bisect_step>& steps, std::string title);
 
 }  // namespace numprobe::probes

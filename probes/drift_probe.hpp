@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "numprobe/core/bound.hpp"
+#include "numprobe/core/result.hpp"
 #include "numprobe/metrics/growth_fit.hpp"
 #include "probes/attention_probe.hpp"
 #include "probes/tile_inference.hpp"
@@ -93,5 +94,10 @@ struct drift_result {
                                                   const drift_options& opts);
 
 [[nodiscard]] nlohmann::json to_json(const drift_result& r);
+
+// The result model of a sweep (every command and scenario check renders through it): growth
+// metrics, one gate per bound (worst point), the error and ratio curves with the key-tile
+// boundaries, the points table, the full-precision data table (CSV) and to_json(r) as details.
+void fill_result(const drift_result& r, const drift_options& o, result::check_result& out);
 
 }  // namespace numprobe::probes

@@ -1,3 +1,4 @@
+#include "numprobe/core/result.hpp"
 #include "probes/kl_probe.hpp"
 
 #include <fcntl.h>
@@ -348,10 +349,7 @@ kl_report run_kl(const kl_probe_options& o) {
 }
 
 namespace {
-nlohmann::json num(double v) {
-  if (std::isfinite(v)) return v;
-  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-}
+nlohmann::json num(double v) { return result::json_number(v); }
 }  // namespace
 
 nlohmann::json to_json(const kl_report& r) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "numprobe/core/result.hpp"
 #include "numprobe/core/bound.hpp"
 #include "numprobe/metrics/kl.hpp"
 
@@ -60,5 +61,9 @@ struct kl_report {
 // Nested objects, so j["kld"]["p99"] and j["delta_p"]["rms"] are the kld.p99 and
 // delta_p.rms; top1_agreement is a top-level number.
 [[nodiscard]] nlohmann::json to_json(const kl_report& r);
+
+// The result model (metrics, gates, tables, curves; to_json as details), shared by the command
+// and the scenario runner.
+void fill_result(const kl_report& r, const std::vector<bound>& bounds, result::check_result& out);
 
 }  // namespace numprobe::probes

@@ -8,12 +8,15 @@
 // written. Rare outlier tokens that only appear past a position model what long contexts bring
 // (NUMERICS.md, "FP8 KV-cache scales"): a short calibration never sees them.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "numprobe/core/attention_case.hpp"
+#include "numprobe/core/bound.hpp"
+#include "numprobe/core/result.hpp"
 #include "numprobe/formats/format.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 
@@ -96,5 +99,20 @@ struct kvcache_result {
 [[nodiscard]] double round_unbounded(formats::format_id f, double y);
 // The outlier tokens of a context of `seq` tokens (positions, ascending).
 [[nodiscard]] std::vector<std::int64_t> kv_outlier_positions(const kvcache_options& o, std::int64_t seq);
+
+// Gateable study metrics: failures, clip_driven, round_driven (configurations), and
+// worst.out_rel_rms; nullopt for another name.
+[[nodiscard]] std::optional<double> kvcache_metric(const kvcache_result& r, const std::string& name);
+[[nodiscard]] const std::vector<std::string>& kvcache_metric_names();
+// The result model: the study metrics, the --bound gate (failures <= 0) and one gate per bound,
+// the output-error curve per configuration, the configurations table, the full-precision data
+// table; to_json(r) as details.
+void fill_result(const kvcache_result& r, const std::vector<bound>& bounds, result::check_result& out);
+
+// Sets the swept lists from comma lists ("1024,4096", "e4m3fn,e5m2", "tensor,token",
+// "2^-4,1,4"); `place(key)` names the flag or scenario key in errors (exit 2).
+void set_kvcache_lists(kvcache_options& o, const std::string& seqs, const std::string& formats,
+                       const std::string& layouts, const std::string& multipliers,
+                       const std::function<std::string(const std::string& key)>& place);
 
 }  // namespace numprobe::probes

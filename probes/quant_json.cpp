@@ -2,15 +2,13 @@
 // full precision. Non-finite values have no JSON number, so they are written as strings.
 #include <cmath>
 
+#include "numprobe/core/result.hpp"
 #include "probes/quant_probe.hpp"
 
 namespace numprobe::probes {
 namespace {
 
-nlohmann::json num(double v) {
-  if (std::isfinite(v)) return v;
-  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-}
+nlohmann::json num(double v) { return result::json_number(v); }
 
 nlohmann::json block_json(const quant_report& r, std::int64_t index) {
   const auto& q = r.result;

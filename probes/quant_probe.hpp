@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "numprobe/core/result.hpp"
 #include "numprobe/core/bound.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "probes/quant_inputs.hpp"
@@ -78,6 +79,8 @@ struct quant_report {
 
 // The value of a named metric, for --bound; throws an input error on an unknown name.
 [[nodiscard]] double quant_metric(const quant_metrics& m, const std::string& name);
+// The metrics every quant result reports (and bounds may name).
+[[nodiscard]] const std::vector<std::string>& quant_metric_names();
 
 // Reads or generates the input, then analyze_quant.
 [[nodiscard]] quant_report run_quant(const quant_probe_options& o);
@@ -99,5 +102,9 @@ void check_quant_on_device(const quant_probe_options& o, quant_report& r, std::i
 // e4m3/e8m0 scales, float32 otherwise), dequant.npy (float32) and, for zero-point schemes,
 // zero_points.npy (uint8) into `dir` (created when missing).
 void write_quant_dump(const quant_report& r, const std::string& dir);
+
+// The result model (metrics, gates, tables, curves; to_json as details), shared by the command
+// and the scenario runner.
+void fill_result(const quant_report& r, const std::vector<bound>& bounds, bool allow_nonfinite, result::check_result& out);
 
 }  // namespace numprobe::probes

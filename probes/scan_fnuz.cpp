@@ -1,3 +1,4 @@
+#include "numprobe/core/result.hpp"
 #include "probes/scan_fnuz.hpp"
 
 #include <algorithm>
@@ -16,10 +17,7 @@ namespace {
 
 using formats::format_id;
 
-nlohmann::json num(double v) {
-  if (std::isfinite(v)) return v;
-  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-}
+nlohmann::json num(double v) { return result::json_number(v); }
 
 // Scale tensors that go with a weight, by the names FP8 checkpoints use.
 std::string find_scale(const std::set<std::string>& names, const std::string& w) {

@@ -3,15 +3,13 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "numprobe/core/result.hpp"
 #include "probes/scan_probe.hpp"
 
 namespace numprobe::probes {
 namespace {
 
-nlohmann::json num(double v) {
-  if (std::isfinite(v)) return v;
-  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-}
+nlohmann::json num(double v) { return result::json_number(v); }
 
 nlohmann::json group_json(const scan_group& g) {
   return {{"key", g.key},           {"tensors", g.tensors},       {"elements", g.elements},
@@ -61,12 +59,6 @@ nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols) {
           {"worst_block", w}};
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -103,20 +95,22 @@ nlohmann::json to_json(const scan_report& r) {
   return j;
 }
 
-std::string to_csv(const scan_report& r) {
-  std::string out =
-      "rank,tensor,dtype,rows,cols,layer_type,layer,scheme,sqnr_db,rel_rms,max_abs,flushed,"
-      "clipped,scale_underflow_blocks,outlier_blocks,outlier_flushed,blocks,bits_per_element,"
-      "bytes\n";
+result::table data_table(const scan_report& r) {
+  result::table out{"tensors and schemes (full precision)",
+                    {"rank", "tensor", "dtype", "rows", "cols", "layer_type", "layer", "scheme", "sqnr_db", "rel_rms",
+                     "max_abs", "flushed", "clipped", "scale_underflow_blocks", "outlier_blocks", "outlier_flushed",
+                     "blocks", "bits_per_element", "bytes"},
+                    {}, true};
+  auto g = [](double v) { return fmt::format("{:.17g}", v); };
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
     const auto& t = r.tensors[i];
     for (const auto& s : t.results)
-      out += fmt::format("{},{},{},{},{},{},{},{},{:.17g},{:.17g},{:.17g},{},{},{},{},{},{},{:.17g},{:.17g}\n",
-                         i + 1, csv_field(t.name), t.dtype, t.rows, t.cols, t.layer_type,
-                         t.layer < 0 ? std::string() : std::to_string(t.layer), s.scheme,
-                         s.sqnr_db, s.rel_rms, s.max_abs, s.flushed, s.clipped,
-                         s.scale_underflow_blocks, s.outlier_blocks, s.outlier_flushed, s.blocks,
-                         s.bits_per_element, s.bytes);
+      out.rows.push_back({std::to_string(i + 1), t.name, t.dtype, std::to_string(t.rows), std::to_string(t.cols),
+                          t.layer_type, t.layer < 0 ? std::string() : std::to_string(t.layer), s.scheme,
+                          g(s.sqnr_db), g(s.rel_rms), g(s.max_abs), std::to_string(s.flushed),
+                          std::to_string(s.clipped), std::to_string(s.scale_underflow_blocks),
+                          std::to_string(s.outlier_blocks), std::to_string(s.outlier_flushed),
+                          std::to_string(s.blocks), g(s.bits_per_element), g(s.bytes)});
   }
   return out;
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "numprobe/core/bound.hpp"
+#include "numprobe/core/result.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "numprobe/io/dtype.hpp"
 
@@ -104,7 +106,7 @@ struct scan_report {
 
 // The same for elements stored in memory (a checkpoint's memory map), row-major, read in
 // place: f64, f32, bf16 and f16 (other dtypes: use the fetch form). Schemes the fused
-// quantizer covers (src/formats/fast_quantize.hpp) never decode a band to doubles.
+// quantizer covers (src/formats/rne_block_quantizer.hpp) never decode a band to doubles.
 // `release(first_byte, bytes)`, when given, is called for each band's bytes (relative to
 // `data`) once the pass that reads them is done.
 [[nodiscard]] scan_scheme_result scan_tensor_scheme(
@@ -117,6 +119,15 @@ struct scan_report {
 
 [[nodiscard]] nlohmann::json to_json(const scan_report& r);
 // One row per tensor and scheme.
-[[nodiscard]] std::string to_csv(const scan_report& r);
+[[nodiscard]] result::table data_table(const scan_report& r);
+
+// The result model: the worst tensor per per-tensor metric and the totals, a gate per bound
+// (worst tensor, or the total), the NaN/Inf gate, the ranked table; to_json(r) as details.
+void fill_result(const scan_report& r, const scan_options& o, const std::vector<bound>& bounds,
+                 bool allow_nonfinite, result::check_result& out);
+// The metrics a scan bound may name: per tensor (worst tensor) and totals ("total.*").
+[[nodiscard]] const std::vector<std::string>& scan_tensor_metric_names();
+[[nodiscard]] const std::vector<std::string>& scan_total_metric_names();
+[[nodiscard]] bool scan_metric_known(const std::string& metric);
 
 }  // namespace numprobe::probes

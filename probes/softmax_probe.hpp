@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "numprobe/core/result.hpp"
 #include "numprobe/core/bound.hpp"
 #include "numprobe/metrics/growth_fit.hpp"
 #include "numprobe/reference/softmax.hpp"
@@ -116,5 +117,10 @@ struct softmax_sweep {
 [[nodiscard]] nlohmann::json to_json(const softmax_errors& e);
 [[nodiscard]] nlohmann::json to_json(const softmax_point& p);
 [[nodiscard]] nlohmann::json to_json(const softmax_sweep& s);
+
+// The result model of a point and of a sweep (metrics, the NaN/Inf gate, a gate per bound,
+// the error curve and the points table; to_json as details). The caller sets the backend.
+void fill_result(const softmax_point& p, const std::vector<bound>& bounds, result::check_result& out);
+void fill_result(const softmax_sweep& r, const softmax_sweep_options& o, result::check_result& out);
 
 }  // namespace numprobe::probes

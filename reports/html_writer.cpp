@@ -112,7 +112,8 @@ void html_writer::do_write(const result::run_result& r, std::ostream& out) const
     for (const auto& cv : c.curves) out << "<h3>" << esc(cv.title) << "</h3>\n" << detail::svg_curve(cv);
     for (const auto& h : c.histograms) out << "<h3>" << esc(h.title) << "</h3>\n" << detail::svg_histogram(h);
     for (const auto& h : c.heat_maps) out << "<h3>" << esc(h.title) << "</h3>\n" << detail::svg_heat_map(h);
-    for (const auto& t : c.tables) write_table(out, t);
+    for (const auto& t : c.tables)
+      if (!t.data) write_table(out, t);
     for (const auto& t : c.traces) write_table(out, t);
     out << "</section>\n";
   }

@@ -18,12 +18,41 @@ std::string cell(std::string_view s) {
   return o;
 }
 
+void write_table(std::ostream& out, const result::table& t, std::string_view heading) {
+  out << "\n" << heading << cell(t.title) << "\n\n|";
+  for (const auto& c : t.columns) out << ' ' << cell(c) << " |";
+  out << "\n|";
+  for (std::size_t i = 0; i < t.columns.size(); ++i) out << "---|";
+  out << '\n';
+  for (const auto& row : t.rows) {
+    out << '|';
+    for (const auto& c : row) out << ' ' << cell(c) << " |";
+    out << '\n';
+  }
+}
+
+// A command's document shows its one check whole: the finding, the metrics, the tables and
+// the trace (a run's summary stays one line per check).
+void write_check_body(std::ostream& out, const result::check_result& c) {
+  if (!c.message.empty()) out << "\n" << cell(c.message) << "\n";
+  if (!c.metrics.empty()) {
+    out << "\n| metric | value |\n|---|---|\n";
+    for (const auto& m : c.metrics)
+      out << fmt::format("| {} | {}{} |\n", cell(m.name), result::format_value(m.value, m.format),
+                         m.unit.empty() ? "" : " " + m.unit);
+  }
+  for (const auto& t : c.tables)
+    if (!t.data) write_table(out, t, "### ");
+  for (const auto& t : c.traces) write_table(out, t, "## Trace: ");
+}
+
 }  // namespace
 
 void markdown_writer::do_write(const result::run_result& r, std::ostream& out) const {
   const auto pass = r.count(result::status::m_pass), fail = r.count(result::status::m_fail),
              err = r.count(result::status::m_error);
-  out << "## numprobe: " << cell(r.scenario) << "\n\n";
+  if (r.command_document) out << "# " << cell(r.scenario) << "\n\n";  // "# numprobe bisect"
+  else out << "## numprobe: " << cell(r.scenario) << "\n\n";
   out << fmt::format("**{}** — {} checks: {} passed, {} failed, {} errors ({:.1f} s){}\n\n",
                      err ? "ERROR" : fail ? "FAIL" : "PASS", r.checks.size(), pass, fail, err, r.seconds,
                      r.shard.empty() ? "" : fmt::format(", shard {}", r.shard));
@@ -39,6 +68,7 @@ void markdown_writer::do_write(const result::run_result& r, std::ostream& out) c
     out << fmt::format("| {} | {} | {} | {} | `{}` |\n", result::to_string(c.outcome), cell(c.name), cell(gates),
                        cell(c.backend), cell(c.case_id));
   }
+  if (r.command_document && r.checks.size() == 1) write_check_body(out, r.checks.front());
   bool header = false;
   for (const auto& c : r.checks)
     for (const auto& g : c.gates)

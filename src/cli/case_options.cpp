@@ -1,3 +1,4 @@
+#include "numprobe/core/result.hpp"
 #include "src/cli/case_options.hpp"
 
 #include <charconv>
@@ -61,7 +62,6 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
                   "refuse a case whose inputs and reference need more than SIZE (e.g. 16G; default: 80% of "
                   "available memory, or NUMPROBE_MAX_MEMORY)");
   sub->add_option("--bound", f.bounds, "gate METRIC<=X (repeatable); breach exits 1");
-  sub->add_option("--json", f.json, "write JSON to PATH (- for stdout)");
   sub->add_flag("--no-e2e", f.no_e2e, "skip the end-to-end (unrounded inputs) reference");
   sub->add_option("--device", f.device, "GPU ordinal")->capture_default_str();
   sub->add_option("--exec-timeout", f.exec_timeout,
@@ -242,7 +242,7 @@ nlohmann::json json_envelope(const std::string& command, std::uint64_t seed) {
   uname(&u);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  return {{"schema_version", 1},
+  return {{"schema_version", result::k_result_schema_version},
           {"tool", "numprobe"},
           {"version", NUMPROBE_VERSION},
           {"git_revision", NUMPROBE_GIT_REV},
@@ -266,7 +266,9 @@ void write_text_file(const std::string& path, const std::string& text) {
 }
 
 void write_json(const std::string& path, const nlohmann::json& doc) {
-  const std::string text = doc.dump(2) + "\n";
+  nlohmann::json normalised = doc;
+  result::normalise_non_finite(normalised);
+  const std::string text = normalised.dump(2) + "\n";
   if (path == "-") {
     std::cout << text;
     std::cout.flush();

@@ -9,6 +9,7 @@
 #include "numprobe/core/attention_case.hpp"
 #include "numprobe/core/bound.hpp"
 #include "numprobe/core/row_sampling.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/providers/provider.hpp"
 
 namespace numprobe::cli {
@@ -35,8 +36,7 @@ struct case_flags {
   std::string rows = "auto";
   std::string case_id;
   std::vector<std::string> bounds;
-  std::string json;
-  std::string csv;
+  report_flags out;  // --json, --csv, --md, --html, --junit
   bool force_rescale = false;
   bool no_e2e = false;
   int device = 0;

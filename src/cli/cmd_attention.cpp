@@ -67,6 +67,7 @@ void setup_attention(CLI::App& app) {
   auto flags = std::make_shared<case_flags>();
   auto* sub = app.add_subcommand("attention", "one attention case on a backend vs the reference");
   add_case_flags(sub, *flags, "keys S");
+  add_report_flags(sub, flags->out);
   sub->add_option("--inputs", flags->inputs,
                   "judge dumped tensors: DIR with case.json and q/k/v (.npy or inputs.safetensors)");
   sub->add_option("--candidate", flags->candidate, "with --inputs: the dumped output (default DIR/o.npy)");
@@ -98,16 +99,17 @@ void setup_attention(CLI::App& app) {
       gates.push_back({{"bound", b.text()}, {"measured", m ? probes::json_number(*m) : nullptr},
                        {"pass", ok}});
     }
-    if (f.json != "-") print_point(p, *prov, bounds);
-    if (!f.json.empty()) {
-      auto doc = json_envelope("attention", c.seed);
-      doc["backend"] = {{"name", prov->name()}, {"metadata", prov->metadata()},
-                        {"tile", {{"q", prov->tiles().q}, {"k", prov->tiles().k}}}};
-      doc["result"] = probes::to_json(p);
-      doc["gates"] = gates;
-      doc["pass"] = !breach;
-      write_json(f.json, doc);
-    }
+    if (!f.out.to_stdout()) print_point(p, *prov, bounds);
+    result::check_result rc;
+    rc.backend = prov->name();
+    probes::fill_result(p, bounds, rc);
+    rc.details = nlohmann::json::object();  // the document's own layout: the point sits under "result"
+    rc.details["backend"] = {{"name", prov->name()}, {"metadata", prov->metadata()},
+                             {"tile", {{"q", prov->tiles().q}, {"k", prov->tiles().k}}}};
+    rc.details["result"] = probes::to_json(p);
+    rc.details["gates"] = gates;
+    rc.details["pass"] = !breach;
+    write_command_reports(f.out, "attention", c.seed, std::move(rc), breach ? 1 : 0);
     exit_status() = breach ? 1 : 0;
   });
 }

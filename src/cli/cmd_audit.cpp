@@ -65,16 +65,15 @@ void print_audit(const probes::audit_result& r, bool verbose) {
 
 void setup_audit(CLI::App& app) {
   auto flags = std::make_shared<case_flags>();
-  auto md = std::make_shared<std::string>();
   auto quick = std::make_shared<bool>(false);
   auto verbose = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand("audit", "every bug class's cheapest probe against one kernel, a verdict per class");
   flags->seq = "8192";
   add_case_flags(sub, *flags, "longest length of the length-driven probes (N, or A..B for up to B)");
-  sub->add_option("--md", *md, "write a Markdown report to PATH");
+  add_report_flags(sub, flags->out);
   sub->add_flag("--quick", *quick, "fewer lengths per class (a smaller, faster run)");
   sub->add_flag("--trace", *verbose, "print every measured case");
-  sub->callback([flags, md, quick, verbose] {
+  sub->callback([flags, quick, verbose] {
     const auto& f = *flags;
     const std::int64_t hi = parse_seq_max(f.seq);
     probes::audit_options o;
@@ -93,17 +92,14 @@ void setup_audit(CLI::App& app) {
     };
     const auto r = probes::run_audit(o);
     bar.finish();
-    if (f.json != "-") print_audit(r, *verbose);
-    if (!md->empty()) write_text_file(*md, probes::to_markdown(r));
-    if (!f.json.empty()) {
-      auto doc = json_envelope("audit", o.base.seed);
-      doc.update(probes::to_json(r));
-      write_json(f.json, doc);
-    }
+    if (!f.out.to_stdout()) print_audit(r, *verbose);
     // A failing class is a finding (1); with none, a case the backend could not run leaves the
     // audit incomplete (3).
     if (!probes::failing_classes(r.classes).empty()) exit_status() = 1;
     else exit_status() = r.errors.empty() ? 0 : 3;
+    result::check_result c;
+    probes::fill_result(r, c);
+    write_command_reports(f.out, "audit", o.base.seed, std::move(c), exit_status());
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/providers/cuda_provider.hpp"
 #include "src/providers/hip_provider.hpp"
 #include "src/providers/provider.hpp"
@@ -11,9 +12,9 @@
 namespace numprobe::cli {
 
 void setup_backends(CLI::App& app) {
-  auto json = std::make_shared<std::string>();
+  auto json = std::make_shared<report_flags>();
   auto* sub = app.add_subcommand("backends", "compiled-in backends and visible devices");
-  sub->add_option("--json", *json, "write JSON to PATH (- for stdout)");
+  add_report_flags(sub, *json);
   sub->callback([json] {
     const auto backends = attention_backends();
     nlohmann::json arr = nlohmann::json::array();
@@ -22,18 +23,24 @@ void setup_backends(CLI::App& app) {
     nlohmann::json devices = nlohmann::json::array();
     for (auto d : cuda_devices()) { d["backend"] = "cuda"; devices.push_back(d); }
     for (auto d : hip_devices()) { d["backend"] = "hip"; devices.push_back(d); }
-    if (*json != "-") {
+    if (!json->to_stdout()) {
       for (const auto& b : backends) fmt::print("{:<8} {}\n", b.name, b.description);
       fmt::print("\ndevices:\n");
       if (devices.empty()) fmt::print("  none visible (CPU backends only)\n");
       for (const auto& d : devices) fmt::print("  {}\n", d.dump());
     }
-    if (!json->empty()) {
-      auto doc = json_envelope("backends", 0);
-      doc["backends"] = arr;
-      doc["devices"] = devices;
-      write_json(*json, doc);
-    }
+    result::check_result c;
+    c.backend = "none";
+    c.message = fmt::format("{} backends, {} devices visible", backends.size(), devices.size());
+    result::table bt{"backends", {"backend", "description"}, {}, false};
+    for (const auto& b : backends) bt.rows.push_back({b.name, b.description});
+    result::table dt{"devices", {"backend", "device"}, {}, false};
+    for (const auto& d : devices) dt.rows.push_back({d.value("backend", ""), d.dump()});
+    c.tables = {bt, dt, bt};
+    c.tables.back().data = true;
+    c.details["backends"] = arr;
+    c.details["devices"] = devices;
+    write_command_reports(*json, "backends", 0, std::move(c), 0);
   });
 }
 

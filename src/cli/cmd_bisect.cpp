@@ -109,12 +109,11 @@ void print_bisect(const probes::bisect_result& r) {
 
 void setup_bisect(CLI::App& app) {
   auto flags = std::make_shared<case_flags>();
-  auto md = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("bisect", "localize a failure: by length, input family, state precision");
   flags->seq = "64..16384";
   add_case_flags(sub, *flags, "key lengths A..B to bisect, or N: up to N");
-  sub->add_option("--md", *md, "write a Markdown report to PATH");
-  sub->callback([flags, md] {
+  add_report_flags(sub, flags->out);
+  sub->callback([flags] {
     const auto& f = *flags;
     const auto [lo, hi] = parse_seq_range(f.seq);
     probes::bisect_options o;
@@ -134,15 +133,12 @@ void setup_bisect(CLI::App& app) {
     };
     const auto r = probes::run_bisect(o);
     bar.finish();
-    if (f.json != "-") print_bisect(r);
-    if (!md->empty()) write_text_file(*md, probes::to_markdown(r));
-    if (!f.json.empty()) {
-      auto doc = json_envelope("bisect", o.base.seed);
-      doc.update(probes::to_json(r));
-      write_json(f.json, doc);
-    }
+    if (!f.out.to_stdout()) print_bisect(r);
     // A failure at some length, or (on a case that passes) a class the family sweep finds.
     exit_status() = r.failure_found || !r.candidates.empty() ? 1 : 0;
+    result::check_result c;
+    probes::fill_result(r, o, c);
+    write_command_reports(f.out, "bisect", o.base.seed, std::move(c), exit_status());
   });
 }
 

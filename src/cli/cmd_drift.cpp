@@ -22,28 +22,6 @@ std::pair<std::int64_t, std::int64_t> parse_range(const std::string& s) {
   return {parse_positive(s.substr(0, dots), "--seq"), parse_positive(s.substr(dots + 2), "--seq")};
 }
 
-std::string drift_csv(const probes::drift_result& r) {
-  const bool series = !r.series.empty();  // decode sweeps: splits and page size lead each row
-  std::string out = std::string(series ? "splits,page_size," : "") +
-                    "case,seq,queries,key_tiles,seq_mod_tile,rows,rel_rms,max_abs,max_rel,max_ulp,"
-                    "lse_max_abs,nan_count,inf_count,naive_rel_rms,ratio_to_naive,e2e_rel_rms\n";
-  for (std::size_t i = 0; i < r.points.size(); ++i) {
-    const auto& p = r.points[i];
-    if (series) {
-      const auto& s = r.series[r.point_series[i]];
-      out += fmt::format("{},{},", s.splits, s.page_size);
-    }
-    const std::int64_t tk = r.tiles.known() ? r.tiles.k : 0;
-    out += fmt::format("\"{}\",{},{},{},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{},{:.17g},{:.17g},{}\n",
-                       p.case_id, p.seq, p.queries, tk ? (p.seq + tk - 1) / tk : 0,
-                       tk ? p.seq % tk : 0, p.rows_evaluated, p.kernel.rel_rms, p.kernel.max_abs,
-                       p.kernel.max_rel, p.kernel.max_ulp, p.kernel.lse_max_abs,
-                       p.kernel.nan_count, p.kernel.inf_count, p.naive.rel_rms, p.ratio_to_naive,
-                       p.end_to_end ? fmt::format("{:.17g}", p.end_to_end->rel_rms) : "");
-  }
-  return out;
-}
-
 void print_drift(const probes::drift_result& r, const std::vector<bound>& bounds) {
   // Opaque kernels: the inferred tile that chose the lengths, or the dense fallback.
   std::string tile = r.tiles.known() ? fmt::format("{}x{}", r.tiles.q, r.tiles.k) : "opaque";
@@ -128,13 +106,12 @@ void print_drift(const probes::drift_result& r, const std::vector<bound>& bounds
 void setup_drift(CLI::App& app) {
   auto flags = std::make_shared<case_flags>();
   auto points = std::make_shared<std::string>("tile");
-  auto csv = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("drift", "error vs sequence length, tile-boundary aware, growth fit");
   flags->seq = "128..8192";
   add_case_flags(sub, *flags, "key lengths A..B");
   sub->add_option("--points", *points, "tile | log:N | comma list of lengths")->capture_default_str();
-  sub->add_option("--csv", *csv, "write the curve as CSV to PATH");
-  sub->callback([flags, points, csv] {
+  add_report_flags(sub, flags->out, "write the points as CSV (full precision) to PATH");
+  sub->callback([flags, points] {
     auto& f = *flags;
     // --decode: --splits/--page-size lists give one length sweep per combination.
     const auto lists = take_decode_sweep_lists(f);
@@ -157,20 +134,17 @@ void setup_drift(CLI::App& app) {
     const auto r = sweep ? probes::run_drift_decode_sweep(po, lists.splits, lists.page_sizes, o)
                          : probes::run_drift(*prov, o);
     bar.finish();
-    if (f.json != "-") print_drift(r, o.bounds);
-    if (!csv->empty()) write_text_file(*csv, drift_csv(r));
-    if (!f.json.empty()) {
-      auto doc = json_envelope("drift", o.base.seed);
-      doc["backend"] = {{"name", prov->name()}, {"metadata", prov->metadata()}};
-      doc["base_case"] = o.base.id();
-      doc["bounds"] = nlohmann::json::array();
-      for (const auto& b : o.bounds) doc["bounds"].push_back(b.text());
-      doc.update(probes::to_json(r));
-      doc["pass"] = !r.gated_breach;
-      write_json(f.json, doc);
-    }
+    if (!f.out.to_stdout()) print_drift(r, o.bounds);
     // A point whose backend failed is exit 3 (backend failed), above a breach.
     exit_status() = !r.point_errors.empty() ? 3 : r.gated_breach ? 1 : 0;
+    result::check_result c;
+    probes::fill_result(r, o, c);
+    c.details["backend"] = {{"name", prov->name()}, {"metadata", prov->metadata()}};
+    c.details["base_case"] = o.base.id();
+    c.details["bounds"] = nlohmann::json::array();
+    for (const auto& b : o.bounds) c.details["bounds"].push_back(b.text());
+    c.details["pass"] = !r.gated_breach;
+    write_command_reports(f.out, "drift", o.base.seed, std::move(c), exit_status());
   });
 }
 

@@ -15,6 +15,7 @@
 #include "numprobe/formats/scheme.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/cli/table.hpp"
 
 namespace numprobe::cli {
@@ -30,13 +31,7 @@ std::string hex_code(const nf::format_info& f, std::uint64_t c) {
   return fmt::format("0x{:0{}X}", c, digits);
 }
 
-// Numbers for JSON: finite values as numbers (nlohmann writes the shortest round-trip form,
-// which is exact), NaN and infinities as strings.
-nlohmann::json json_number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
+using result::json_number;  // finite values exact (shortest round-trip form), the rest as strings
 
 std::string text_number(double v) {
   if (std::isnan(v)) return "nan";
@@ -140,31 +135,40 @@ nlohmann::json format_json(const nf::format_info& f) {
           {"default_overflow", overflow_name(f.default_overflow)}};
 }
 
-void list_formats(const std::string& json_path) {
-  if (json_path != "-") {
-    text_table t({"format", "layout", "bits", "stored", "bias", "max finite", "min normal", "min subnormal",
-                  "inf", "nan", "overflow"});
-    for (const auto& f : nf::all_formats()) {
-      const auto c = codes_of(f);
-      t.add({std::string(f.name), layout(f), std::to_string(f.bits), std::to_string(f.storage_bits),
-             f.is_float ? std::to_string(f.bias) : "-", text_number(f.max_finite),
-             f.is_float ? text_number(f.min_normal) : "-",
-             f.is_float && f.min_subnormal > 0 ? text_number(f.min_subnormal) : "-",
-             c.pos_inf ? hex_code(f, *c.pos_inf) + "," + hex_code(f, *c.neg_inf) : "none",
-             ranges_text(f, nan_ranges(f)), std::string(overflow_name(f.default_overflow))});
-    }
+void list_formats(const report_flags& out) {
+  result::table formats_table{"number formats", {"format", "layout", "bits", "stored", "bias", "max finite", "min normal",
+                                                 "min subnormal", "inf", "nan", "overflow"}, {}, false};
+  for (const auto& f : nf::all_formats()) {
+    const auto c = codes_of(f);
+    formats_table.rows.push_back({std::string(f.name), layout(f), std::to_string(f.bits), std::to_string(f.storage_bits),
+                                  f.is_float ? std::to_string(f.bias) : "-", text_number(f.max_finite),
+                                  f.is_float ? text_number(f.min_normal) : "-",
+                                  f.is_float && f.min_subnormal > 0 ? text_number(f.min_subnormal) : "-",
+                                  c.pos_inf ? hex_code(f, *c.pos_inf) + "," + hex_code(f, *c.neg_inf) : "none",
+                                  ranges_text(f, nan_ranges(f)), std::string(overflow_name(f.default_overflow))});
+  }
+  result::table schemes_table{"block-scaling schemes (bits/element with every stored scale, 4096x4096)",
+                              {"scheme", "bits/element", "description"}, {}, false};
+  for (const auto& sc : nf::all_schemes())
+    schemes_table.rows.push_back({std::string(sc.name), fmt::format("{:.4f}", sc.bits_per_element),
+                                  std::string(sc.description)});
+  if (!out.to_stdout()) {
+    text_table t(formats_table.columns);
+    for (const auto& row : formats_table.rows) t.add(row);
     t.print();
     fmt::print("\nbits: value bits; stored: bits one unpacked element occupies; overflow: the "
                "default policy (saturate | nan | inf)\n\n");
-    text_table s({"scheme", "bits/element", "description"});
-    for (const auto& sc : nf::all_schemes())
-      s.add({std::string(sc.name), fmt::format("{:.4f}", sc.bits_per_element),
-             std::string(sc.description)});
+    text_table s(schemes_table.columns);
+    for (const auto& row : schemes_table.rows) s.add(row);
     s.print();
     fmt::print("\nbits/element includes every stored scale and zero point (4096x4096 tensor)\n");
   }
-  if (json_path.empty()) return;
-  auto doc = json_envelope("formats", 0);
+  result::check_result c;
+  c.backend = "ref";
+  c.message = fmt::format("{} formats, {} schemes", formats_table.rows.size(), schemes_table.rows.size());
+  c.tables = {formats_table, schemes_table, formats_table};
+  c.tables.back().data = true;  // --csv: one row per format
+  auto& doc = c.details;
   doc["formats"] = nlohmann::json::array();
   for (const auto& f : nf::all_formats()) doc["formats"].push_back(format_json(f));
   doc["schemes"] = nlohmann::json::array();
@@ -173,7 +177,7 @@ void list_formats(const std::string& json_path) {
                               {"description", sc.description},
                               {"element", nf::name(sc.defaults.element)},
                               {"bits_per_element", sc.bits_per_element}});
-  write_json(json_path, doc);
+  write_command_reports(out, "formats", 0, std::move(c), 0);
 }
 
 std::string value_class(const nf::format_info& f, double v) {
@@ -215,55 +219,64 @@ double value_of(const nf::format_info& f, std::uint64_t code) {
   return nf::decode(f.id, static_cast<std::uint32_t>(code));
 }
 
-void show_format(const std::string& text, const std::string& json_path) {
+void show_format(const std::string& text, const report_flags& out) {
   const auto id = nf::parse_format(text, "formats show");
   const auto& f = nf::info(id);
   const bool full = f.bits <= 8;  // every code of the 4/6/8-bit formats
   nlohmann::json rows = nlohmann::json::array();
-  text_table t(full ? std::vector<std::string>{"code", "value", "class"}
-                    : std::vector<std::string>{"code", "value", "what"});
+  const std::vector<std::string> columns = full ? std::vector<std::string>{"code", "value", "class"}
+                                                : std::vector<std::string>{"code", "value", "what"};
+  text_table t(columns);
+  result::table codes{full ? "every code" : "special codes", columns, {}, false};
+  auto add_row = [&](std::vector<std::string> row) {
+    t.add(row);
+    codes.rows.push_back(std::move(row));
+  };
   if (full) {
     for (std::uint64_t c = 0; c < (std::uint64_t{1} << f.bits); ++c) {
       const double v = value_of(f, c);
-      t.add({hex_code(f, c), text_number(v), value_class(f, v)});
+      add_row({hex_code(f, c), text_number(v), value_class(f, v)});
       rows.push_back({{"code", hex_code(f, c)}, {"value", json_number(v)},
                       {"class", value_class(f, v)}});
     }
   } else {
     for (const auto& [what, c] : summary_codes(f)) {
       const double v = value_of(f, c);
-      t.add({hex_code(f, c), text_number(v), what});
+      add_row({hex_code(f, c), text_number(v), what});
       rows.push_back({{"code", hex_code(f, c)}, {"value", json_number(v)}, {"what", what}});
     }
   }
-  if (json_path != "-") {
+  if (!out.to_stdout()) {
     fmt::print("{} ({}, bias {}, default overflow {}); NaN codes: {}\n", f.name, layout(f),
                f.bias, overflow_name(f.default_overflow), ranges_text(f, nan_ranges(f)));
     t.print();
   }
-  if (json_path.empty()) return;
-  auto doc = json_envelope("formats show", 0);
-  doc["format"] = format_json(f);
-  doc[full ? "codes" : "summary"] = rows;
-  write_json(json_path, doc);
+  result::check_result c;
+  c.backend = "ref";
+  c.case_id = std::string(f.name);
+  c.message = fmt::format("{} ({}, bias {}, default overflow {}); NaN codes: {}", f.name, layout(f), f.bias,
+                          overflow_name(f.default_overflow), ranges_text(f, nan_ranges(f)));
+  c.tables = {codes, codes};
+  c.tables.front().data = true;  // --csv: one row per code
+  c.details["format"] = format_json(f);
+  c.details[full ? "codes" : "summary"] = rows;
+  write_command_reports(out, "formats show", 0, std::move(c), 0);
 }
 
 }  // namespace
 
 void setup_formats(CLI::App& app) {
-  auto json = std::make_shared<std::string>();
-  auto show_json = std::make_shared<std::string>();
+  auto json = std::make_shared<report_flags>();
+  auto show_json = std::make_shared<report_flags>();
   auto show_name = std::make_shared<std::string>();
   auto* sub = app.add_subcommand(
       "formats", "number formats, block-scaling schemes, code tables");
-  sub->add_option("--json", *json, "write JSON to PATH (- for stdout)");
+  add_report_flags(sub, *json);
   auto* show = sub->add_subcommand("show", "every code of a format and its value "
                                            "(a summary of the special codes for 16+ bits)");
   show->add_option("format", *show_name, "format name (e4m3fn, e2m1, bf16, ...)")->required();
-  show->add_option("--json", *show_json, "write JSON to PATH (- for stdout)");
-  show->callback([show_name, show_json, json] {
-    show_format(*show_name, show_json->empty() ? *json : *show_json);
-  });
+  add_report_flags(show, *show_json);
+  show->callback([show_name, show_json, json] { show_format(*show_name, show_json->any() ? *show_json : *json); });
   sub->callback([sub, json] {
     if (sub->get_subcommands().empty()) list_formats(*json);
   });

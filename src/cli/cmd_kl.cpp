@@ -11,6 +11,7 @@
 #include "probes/kl_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/cli/progress.hpp"
 #include "src/cli/table.hpp"
 
@@ -18,7 +19,8 @@ namespace numprobe::cli {
 namespace {
 
 struct kl_flags {
-  std::string base, cand, tokens, json;
+  std::string base, cand, tokens;
+  report_flags out;  // --json, --csv, --md, --html, --junit
   std::vector<std::string> bounds;
   int topk = 10;
   std::size_t worst = 10;
@@ -88,7 +90,7 @@ void setup_kl(CLI::App& app) {
   sub->add_option("--threads", f->threads, "worker threads (0: all cores)")->capture_default_str();
   sub->add_option("--bound", f->bounds,
                   "gate, e.g. kld.p99<=0.05 or top1>=0.9 (repeatable; exit 1 on breach)");
-  sub->add_option("--json", f->json, "write JSON to PATH ('-' for stdout)");
+  add_report_flags(sub, f->out);
   sub->callback([f] {
     probes::kl_probe_options o;
     o.base = f->base;
@@ -105,16 +107,14 @@ void setup_kl(CLI::App& app) {
     };
     const auto r = probes::run_kl(o);
     bar.finish();
-    if (f->json != "-") print_report(r);
-    if (!f->json.empty()) {
-      auto doc = json_envelope("kl", 0);
-      doc["bounds"] = nlohmann::json::array();
-      for (const auto& b : o.bounds) doc["bounds"].push_back(b.text());
-      doc.update(probes::to_json(r));
-      doc["pass"] = r.breaches.empty();
-      write_json(f->json, doc);
-    }
+    if (!f->out.to_stdout()) print_report(r);
     exit_status() = r.breaches.empty() ? 0 : 1;
+    result::check_result c;
+    probes::fill_result(r, o.bounds, c);
+    c.details["bounds"] = nlohmann::json::array();
+    for (const auto& b : o.bounds) c.details["bounds"].push_back(b.text());
+    c.details["pass"] = r.breaches.empty();
+    write_command_reports(f->out, "kl", 0, std::move(c), exit_status());
   });
 }
 

@@ -9,43 +9,12 @@
 #include "probes/kvcache_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/cli/table.hpp"
 
 namespace numprobe::cli {
 namespace {
 
-template <class T, class F>
-std::vector<T> parse_list(const std::string& text, const std::string& flag, F parse_one) {
-  std::vector<T> out;
-  std::string_view rest = text;
-  while (true) {
-    const auto comma = rest.find(',');
-    const std::string item(rest.substr(0, comma));
-    if (item.empty()) throw_input_error(flag, fmt::format("empty item in '{}'", text));
-    out.push_back(parse_one(item));
-    if (comma == std::string_view::npos) break;
-    rest = rest.substr(comma + 1);
-  }
-  return out;
-}
-
-double parse_number(const std::string& s, const std::string& flag) {
-  // 2^-4 style powers of two, or a plain number.
-  try {
-    std::size_t used = 0;
-    double v = 0;
-    if (s.rfind("2^", 0) == 0) {
-      v = std::ldexp(1.0, std::stoi(s.substr(2), &used));
-      used += 2;
-    } else {
-      v = std::stod(s, &used);
-    }
-    if (used != s.size()) throw std::invalid_argument("trailing");
-    return v;
-  } catch (const std::exception&) {
-    throw_input_error(flag, fmt::format("not a number: '{}'", s));
-  }
-}
 
 void print_kvcache(const probes::kvcache_result& r, bool all_multipliers) {
   fmt::print("context   {} tokens, {} outlier tokens (x{:g}, rate {:g} past position {}), static scales "
@@ -89,7 +58,7 @@ void setup_kvcache(CLI::App& app) {
     std::int64_t queries = 2, heads = 4, kv_heads = 2, head_dim = 64, calib = 4096, outlier_after = 16384;
     double outlier_rate = 1e-4, outlier_scale = 64.0, bound = 0.0;
     std::uint64_t seed = 7;
-    std::string json;
+    report_flags out;  // --json, --csv, --md, --html, --junit
     bool all = false;
   };
   auto f = std::make_shared<flags_t>();
@@ -118,16 +87,11 @@ void setup_kvcache(CLI::App& app) {
   sub->add_option("--seed", f->seed, "input seed")->check(seed_validator())->capture_default_str();
   auto* bound_opt = sub->add_option("--bound", f->bound, "output rel_rms bound > 0 (default: 2x the configuration's rounding-only error at the shortest length)");
   sub->add_flag("--all", f->all, "table: every multiplier at every length");
-  sub->add_option("--json", f->json, "write JSON to PATH (- for stdout)");
+  add_report_flags(sub, f->out);
   sub->callback([f, bound_opt] {
     probes::kvcache_options o;
-    o.seqs = parse_list<std::int64_t>(f->seq, "--seq", [](const std::string& s) { return parse_positive(s, "--seq"); });
-    o.formats = parse_list<formats::format_id>(f->formats, "--kv-format",
-                                               [](const std::string& s) { return formats::parse_format(s, "--kv-format"); });
-    o.layouts = parse_list<emu::kv_scale_layout>(f->layouts, "--kv-scale",
-                                                 [](const std::string& s) { return emu::parse_kv_scale(s); });
-    o.multipliers = parse_list<double>(f->mults, "--scale-mult",
-                                       [](const std::string& s) { return parse_number(s, "--scale-mult"); });
+    probes::set_kvcache_lists(o, f->seq, f->formats, f->layouts, f->mults,
+                              [](const std::string& key) { return "--" + key; });
     o.calib = f->calib;
     o.outlier_rate = f->outlier_rate;
     o.outlier_after = f->outlier_after;
@@ -147,14 +111,12 @@ void setup_kvcache(CLI::App& app) {
     o.base.seed = f->seed;
     if (f->queries < 1 || f->queries > 64) throw_input_error("--queries", "must be in [1, 64]");
     const auto r = probes::run_kvcache(o);
-    if (f->json != "-") print_kvcache(r, f->all);
-    if (!f->json.empty()) {
-      auto doc = json_envelope("kvcache", f->seed);
-      doc.update(probes::to_json(r));
-      write_json(f->json, doc);
-    }
+    if (!f->out.to_stdout()) print_kvcache(r, f->all);
     // A study reports failing configurations; only an explicit --bound gates the exit code.
     exit_status() = bound_given && r.summary.failures > 0 ? 1 : 0;
+    result::check_result c;
+    probes::fill_result(r, {}, c);
+    write_command_reports(f->out, "kvcache", f->seed, std::move(c), exit_status());
   });
 }
 

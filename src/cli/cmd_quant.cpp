@@ -9,6 +9,7 @@
 #include "probes/quant_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/cli/table.hpp"
 
 namespace numprobe::cli {
@@ -27,7 +28,7 @@ struct quant_flags {
   std::string rounding = "rne";
   std::string overflow = "saturate";
   std::uint64_t seed = 7;
-  std::string json;
+  report_flags out;  // --json, --csv, --md, --html, --junit
   std::string dump;
   std::vector<std::string> bounds;
   std::string backend = "ref";
@@ -191,7 +192,7 @@ void setup_quant(CLI::App& app) {
   sub->add_option("--rounding", f->rounding, "rne | rtz | stochastic")->capture_default_str();
   sub->add_option("--overflow", f->overflow, "saturate | nan | inf")->capture_default_str();
   sub->add_option("--seed", f->seed, "input and stochastic-rounding seed")->check(seed_validator())->capture_default_str();
-  sub->add_option("--json", f->json, "write JSON to PATH ('-' for stdout)");
+  add_report_flags(sub, f->out);
   sub->add_option("--dump", f->dump, "write codes.npy, scales.npy, dequant.npy into DIR");
   sub->add_option("--bound", f->bounds, "gate, e.g. sqnr_db>=20 or outlier_blocks<=0 (repeatable)");
   sub->add_option("--backend", f->backend,
@@ -205,27 +206,26 @@ void setup_quant(CLI::App& app) {
     f->group_given = group_opt->count() > 0;
     const auto o = make_options(*f);
     const auto r = probes::run_quant(o);
-    if (f->json != "-") print_report(r);
+    if (!f->out.to_stdout()) print_report(r);
     if (!f->dump.empty()) probes::write_quant_dump(r, f->dump);
-    if (!f->json.empty()) {
-      auto doc = json_envelope("quant", o.seed);
-      doc["backend"] = {{"name", f->backend}};
-      doc["bounds"] = nlohmann::json::array();
-      for (const auto& b : o.bounds) doc["bounds"].push_back(b.text());
-      doc.update(probes::to_json(r));
-      doc["pass"] = r.breaches.empty() && (f->allow_nonfinite || r.metrics.nan_inputs + r.metrics.inf_inputs == 0);
-      write_json(f->json, doc);
-    }
     // NaN/Inf inputs fail by default: they are excluded from the error metrics, so the other
     // gates cannot see them.
     const bool nonfinite = r.metrics.nan_inputs + r.metrics.inf_inputs > 0;
-    if (nonfinite && f->json != "-")
+    if (nonfinite && !f->out.to_stdout())
       fmt::print("NON-FINITE input: exit 1{}\n", f->allow_nonfinite ? " suppressed by --allow-nonfinite" : " (--allow-nonfinite accepts it)");
     if (nonfinite && !f->allow_nonfinite)
       std::fprintf(stderr, "numprobe: NON-FINITE input: %lld NaN and %lld Inf elements in %s\n",
                    static_cast<long long>(r.metrics.nan_inputs), static_cast<long long>(r.metrics.inf_inputs),
                    f->input.empty() ? "the input" : f->input.c_str());
     exit_status() = !r.breaches.empty() || (nonfinite && !f->allow_nonfinite) ? 1 : 0;
+    result::check_result c;
+    probes::fill_result(r, o.bounds, f->allow_nonfinite, c);
+    c.backend = f->backend;
+    c.details["backend"] = {{"name", f->backend}};
+    c.details["bounds"] = nlohmann::json::array();
+    for (const auto& b : o.bounds) c.details["bounds"].push_back(b.text());
+    c.details["pass"] = exit_status() == 0;
+    write_command_reports(f->out, "quant", o.seed, std::move(c), exit_status());
   });
 }
 

@@ -12,6 +12,7 @@
 #include "probes/scan_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/cli/progress.hpp"
 #include "src/cli/table.hpp"
 
@@ -19,7 +20,8 @@ namespace numprobe::cli {
 namespace {
 
 struct scan_flags {
-  std::string checkpoint, format = "nvfp4", vs, filter, json, csv, from, to;
+  std::string checkpoint, format = "nvfp4", vs, filter, from, to;
+  report_flags out;  // --json, --csv, --md, --html, --junit
   bool all = false;
   std::size_t top = 20;
   bool allow_nonfinite = false;
@@ -135,8 +137,7 @@ void setup_scan(CLI::App& app) {
   sub->add_option("--filter", f->filter, "regex on tensor names");
   sub->add_flag("--all", f->all, "include non-matrix tensors (norms, biases)");
   sub->add_option("--top", f->top, "tensors shown in the table")->capture_default_str();
-  sub->add_option("--json", f->json, "write JSON to PATH ('-' for stdout)");
-  sub->add_option("--csv", f->csv, "write CSV (one row per tensor and format) to PATH");
+  add_report_flags(sub, f->out, "write CSV (one row per tensor and format) to PATH");
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");
   sub->add_option("--to", f->to, "fp8 migration: target format (e4m3fnuz)");
   sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
@@ -147,13 +148,13 @@ void setup_scan(CLI::App& app) {
         throw_input_error("--from/--to", "supported migration: --from e4m3fn --to e4m3fnuz (got '" +
                                              f->from + "' -> '" + f->to + "')");
       const auto r = probes::run_fnuz_migration(f->checkpoint, f->filter);
-      if (f->json != "-") print_fnuz(r, f->top);
-      if (!f->json.empty()) {
-        auto doc = json_envelope("scan", 0);
-        doc.update(probes::to_json(r));
-        write_json(f->json, doc);
-      }
+      if (!f->out.to_stdout()) print_fnuz(r, f->top);
       exit_status() = 0;
+      result::check_result c;
+      c.backend = "ref";
+      c.case_id = fmt::format("scan({},e4m3fn->e4m3fnuz)", f->checkpoint);
+      c.details = probes::to_json(r);
+      write_command_reports(f->out, "scan", 0, std::move(c), 0);
       return;
     }
     probes::scan_options o;
@@ -168,7 +169,7 @@ void setup_scan(CLI::App& app) {
     };
     const auto r = probes::run_scan(o);
     bar.finish();
-    if (f->json != "-") print_report(r, f->top);
+    if (!f->out.to_stdout()) print_report(r, f->top);
     // NaN/Inf in a checkpoint is a finding: it is excluded from the error sums, so without
     // this line a poisoned tensor would read as a good SQNR.
     std::int64_t nonfinite_tensors = 0, nonfinite = 0;
@@ -176,20 +177,17 @@ void setup_scan(CLI::App& app) {
       if (!t.results.empty() && t.results[0].nonfinite_inputs > 0) {
         ++nonfinite_tensors;
         nonfinite += t.results[0].nonfinite_inputs;
-        if (f->json != "-")
+        if (!f->out.to_stdout())
           std::fprintf(stderr, "numprobe: NON-FINITE input: %s holds %lld NaN/Inf elements (excluded from the error metrics)\n",
                        t.name.c_str(), static_cast<long long>(t.results[0].nonfinite_inputs));
       }
-    if (nonfinite_tensors > 0 && f->json != "-")
+    if (nonfinite_tensors > 0 && !f->out.to_stdout())
       fmt::print("NON-FINITE: {} tensor(s) hold {} NaN/Inf input elements{}\n", nonfinite_tensors, nonfinite,
                  f->allow_nonfinite ? " (allowed by --allow-nonfinite)" : "; exit 1 (--allow-nonfinite accepts them)");
-    if (!f->csv.empty()) write_text_file(f->csv, probes::to_csv(r));
-    if (!f->json.empty()) {
-      auto doc = json_envelope("scan", 0);
-      doc.update(probes::to_json(r));
-      write_json(f->json, doc);
-    }
     exit_status() = nonfinite_tensors > 0 && !f->allow_nonfinite ? 1 : 0;
+    result::check_result c;
+    probes::fill_result(r, o, {}, f->allow_nonfinite, c);
+    write_command_reports(f->out, "scan", 0, std::move(c), exit_status());
   });
 }
 

@@ -8,6 +8,7 @@
 #include "probes/softmax_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/cli/progress.hpp"
 #include "src/cli/table.hpp"
 
@@ -37,7 +38,7 @@ struct softmax_flags {
   std::string points = "tile";
   std::string case_id;
   std::vector<std::string> bounds;
-  std::string json;
+  report_flags out;  // --json, --csv, --md, --html, --junit
   bool no_e2e = false;
 };
 
@@ -134,7 +135,7 @@ void setup_softmax(CLI::App& app) {
   sub->add_option("--points", f->points, "sweep: tile (k*C-1,k*C,k*C+1) | log:N | comma list")->capture_default_str();
   sub->add_option("--case", f->case_id, "rerun exactly this case id");
   sub->add_option("--bound", f->bounds, "gate METRIC<=X (repeatable); breach exits 1");
-  sub->add_option("--json", f->json, "write JSON to PATH (- for stdout)");
+  add_report_flags(sub, f->out);
   sub->add_flag("--no-e2e", f->no_e2e, "skip the end-to-end (unrounded logits) reference");
   sub->callback([f] {
     if (f->topk < 1 || f->topk > 1000) throw_input_error("--topk", "must be in [1, 1000]");
@@ -170,8 +171,9 @@ void setup_softmax(CLI::App& app) {
     po.topk = f->topk;
     po.end_to_end = !f->no_e2e;
 
-    auto doc = json_envelope("softmax", c.seed);
-    doc["backend"] = {{"name", kernel->name()}, {"metadata", kernel->metadata()}};
+    result::check_result rc;
+    rc.backend = kernel->name();
+    nlohmann::json doc = nlohmann::json::object();
     bool breach = false;
     if (!sweep) {
       const auto p = probes::run_softmax_point(*kernel, c, po);
@@ -183,11 +185,12 @@ void setup_softmax(CLI::App& app) {
         breach |= !ok;
         gates.push_back({{"bound", b.text()}, {"measured", m ? probes::json_number(*m) : nullptr}, {"pass", ok}});
       }
-      if (f->json != "-") {
+      probes::fill_result(p, bounds, rc);
+      if (!f->out.to_stdout()) {
         print_point(p, *kernel);
         for (const auto& g : gates)
           fmt::print("{} {}  measured {}\n", g["pass"].get<bool>() ? "PASS" : "FAIL", g["bound"].get<std::string>(),
-                     g["measured"].is_null() ? "n/a" : sci(g["measured"].get<double>()));
+                     g["measured"].is_null() ? "n/a" : sci(result::read_number(g["measured"])));
         if (p.nonfinite())
           fmt::print("FAIL the candidate holds NaN or Inf ({} NaN, {} Inf)\n", p.kernel.nan_count, p.kernel.inf_count);
       }
@@ -208,13 +211,16 @@ void setup_softmax(CLI::App& app) {
       const auto s = probes::run_softmax_sweep(*kernel, so);
       bar.finish();
       breach = s.gated_breach;
-      if (f->json != "-") print_sweep(s);
+      probes::fill_result(s, so, rc);
+      if (!f->out.to_stdout()) print_sweep(s);
       doc["base_case"] = c.id();
       doc.update(probes::to_json(s));
     }
     doc["pass"] = !breach;
-    if (!f->json.empty()) write_json(f->json, doc);
+    doc["backend"] = {{"name", kernel->name()}, {"metadata", kernel->metadata()}};
+    rc.details = std::move(doc);  // the document's own layout ("result" for a point, the sweep's fields)
     exit_status() = breach ? 1 : 0;
+    write_command_reports(f->out, "softmax", c.seed, std::move(rc), exit_status());
   });
 }
 

@@ -1,6 +1,6 @@
 // JSON form of the result model. It round-trips: run_from_json(to_json(r)) gives r back (NaN and
-// infinities travel as null, which reads back as NaN), so `numprobe merge` and `--resume` rebuild
-// results from JSON alone.
+// infinities travel as "nan", "inf", "-inf"), so `numprobe merge` and `--resume` rebuild results
+// from JSON alone.
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
@@ -9,48 +9,59 @@
 #include "numprobe/core/result.hpp"
 
 namespace numprobe::result {
-namespace {
 
 using json = nlohmann::json;
 
-json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-
-// Non-finite values keep their sign of infinity in a side string so inf bounds survive.
-json num_exact(double v) {
+json json_number(double v) {
   if (std::isfinite(v)) return v;
-  if (std::isnan(v)) return nullptr;
+  if (std::isnan(v)) return "nan";
   return v > 0 ? "inf" : "-inf";
 }
 
-double read_num(const json& j) {
+double read_number(const json& j) {
   if (j.is_number()) return j.get<double>();
   if (j.is_string()) {
-    const auto s = j.get<std::string>();
+    const auto& s = j.get_ref<const std::string&>();
     if (s == "inf") return std::numeric_limits<double>::infinity();
     if (s == "-inf") return -std::numeric_limits<double>::infinity();
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+void normalise_non_finite(json& doc) {
+  if (doc.is_number_float()) {
+    if (!std::isfinite(doc.get<double>())) doc = json_number(doc.get<double>());
+  } else if (doc.is_structured()) {
+    for (auto& v : doc) normalise_non_finite(v);
+  }
+}
+
+namespace {
+
 json nums(const std::vector<double>& v) {
   json a = json::array();
-  for (double x : v) a.push_back(num_exact(x));
+  for (double x : v) a.push_back(json_number(x));
   return a;
 }
 
 std::vector<double> read_nums(const json& j) {
   std::vector<double> v;
-  for (const auto& x : j) v.push_back(read_num(x));
+  for (const auto& x : j) v.push_back(read_number(x));
   return v;
 }
 
-json table_json(const table& t) { return {{"title", t.title}, {"columns", t.columns}, {"rows", t.rows}}; }
+json table_json(const table& t) {
+  json j = {{"title", t.title}, {"columns", t.columns}, {"rows", t.rows}};
+  if (t.data) j["data"] = true;
+  return j;
+}
 
 table read_table(const json& j) {
   table t;
   t.title = j.value("title", "");
   t.columns = j.value("columns", std::vector<std::string>{});
   t.rows = j.value("rows", std::vector<std::vector<std::string>>{});
+  t.data = j.value("data", false);
   return t;
 }
 
@@ -77,18 +88,18 @@ json to_json(const check_result& c) {
   j["seconds"] = c.seconds;
   j["gates"] = json::array();
   for (const auto& g : c.gates)
-    j["gates"].push_back({{"bound", g.bound}, {"metric", g.metric}, {"measured", num_exact(g.measured)},
+    j["gates"].push_back({{"bound", g.bound}, {"metric", g.metric}, {"measured", json_number(g.measured)},
                           {"held", g.held}, {"basis", g.basis}, {"case", g.case_id}});
   j["metrics"] = json::array();
   for (const auto& m : c.metrics)
-    j["metrics"].push_back({{"name", m.name}, {"value", num_exact(m.value)}, {"unit", m.unit},
+    j["metrics"].push_back({{"name", m.name}, {"value", json_number(m.value)}, {"unit", m.unit},
                             {"format", m.format}});
   j["curves"] = json::array();
   for (const auto& cv : c.curves) {
     json lines = json::array();
     for (const auto& s : cv.lines) lines.push_back({{"name", s.name}, {"x", nums(s.x)}, {"y", nums(s.y)}});
     json bl = json::array();
-    for (const auto& b : cv.bounds) bl.push_back({{"label", b.label}, {"y", num(b.y)}});
+    for (const auto& b : cv.bounds) bl.push_back({{"label", b.label}, {"y", json_number(b.y)}});
     j["curves"].push_back({{"title", cv.title}, {"x_label", cv.x_label}, {"y_label", cv.y_label},
                            {"log_x", cv.log_x}, {"log_y", cv.log_y}, {"lines", lines},
                            {"tile_boundaries", nums(cv.tile_boundaries)}, {"bounds", bl}});
@@ -114,6 +125,22 @@ json to_json(const check_result& c) {
 json to_json(const run_result& r) {
   json j = r.envelope;
   j["schema_version"] = k_result_schema_version;
+  if (r.command_document && r.checks.size() == 1) {
+    // A command's document: the envelope, the one check (without its details) and the details
+    // as the top level, so every field path the command has written keeps its place. The
+    // details win a clash with anything but the document's identity.
+    const check_result& c = r.checks.front();
+    j["command_document"] = true;
+    j["exit_code"] = r.exit_code();
+    j["checks"] = json::array({to_json(c)});
+    j["checks"][0].erase("details");
+    for (auto it = c.details.begin(); it != c.details.end(); ++it)
+      if (it.key() != "schema_version" && it.key() != "tool" && it.key() != "checks" &&
+          it.key() != "command_document")
+        j[it.key()] = it.value();
+    normalise_non_finite(j);
+    return j;
+  }
   j["scenario"] = r.scenario;
   j["shard"] = r.shard;
   j["incomplete"] = r.incomplete;
@@ -126,6 +153,7 @@ json to_json(const run_result& r) {
                   {"error", r.count(status::m_error)}, {"exit_code", r.exit_code()}};
   j["checks"] = json::array();
   for (const auto& c : r.checks) j["checks"].push_back(to_json(c));
+  normalise_non_finite(j);
   return j;
 }
 
@@ -141,10 +169,10 @@ check_result check_from_json(const json& j, const std::string& place) {
     c.message = j.value("message", "");
     c.seconds = j.value("seconds", 0.0);
     for (const auto& g : j.value("gates", json::array()))
-      c.gates.push_back({g.value("bound", ""), g.value("metric", ""), read_num(g.value("measured", json())),
+      c.gates.push_back({g.value("bound", ""), g.value("metric", ""), read_number(g.value("measured", json())),
                          g.value("held", false), g.value("basis", ""), g.value("case", "")});
     for (const auto& m : j.value("metrics", json::array()))
-      c.metrics.push_back({m.value("name", ""), read_num(m.value("value", json())), m.value("unit", ""),
+      c.metrics.push_back({m.value("name", ""), read_number(m.value("value", json())), m.value("unit", ""),
                            m.value("format", "sci")});
     for (const auto& cj : j.value("curves", json::array())) {
       curve cv;
@@ -158,7 +186,7 @@ check_result check_from_json(const json& j, const std::string& place) {
                             read_nums(s.value("y", json::array()))});
       cv.tile_boundaries = read_nums(cj.value("tile_boundaries", json::array()));
       for (const auto& b : cj.value("bounds", json::array()))
-        cv.bounds.push_back({b.value("label", ""), read_num(b.value("y", json()))});
+        cv.bounds.push_back({b.value("label", ""), read_number(b.value("y", json()))});
       c.curves.push_back(std::move(cv));
     }
     for (const auto& h : j.value("histograms", json::array()))

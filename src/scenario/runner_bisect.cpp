@@ -45,26 +45,7 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
   };
   const auto r = probes::run_bisect(o);
 
-  out.backend = r.provider;
-  out.case_id = r.base_case;
-  out.message = fmt::format("{}: {}", r.classification, probes::culprit_text(r));
-  out.metrics.push_back({"failure_found", r.failure_found ? 1.0 : 0.0, "", "int"});
-  out.metrics.push_back({"first_failing_seq", static_cast<double>(r.length.first_failing), "keys", "int"});
-  out.metrics.push_back({"last_passing_seq", static_cast<double>(r.length.last_passing), "keys", "int"});
-  out.metrics.push_back({"steps", static_cast<double>(r.trace.size()), "", "int"});
-  std::string gates;
-  for (const auto& b : o.bounds) gates += (gates.empty() ? "" : ", ") + b.text();
-  out.gates.push_back(evaluate_gate(
-      bound{"failure_found", bound_op::m_le, 0.0,
-            fmt::format("no length in {}..{} breaches {}", o.seq_lo, o.seq_hi, gates)},
-      r.failure_found ? 1.0 : 0.0, r.base_case));
-  result::table trace{"bisection trace", {"#", "stage", "seq", "change", "rel_rms", "ratio", "nan", "failed", "decision", "case"}, {}};
-  for (const auto& st : r.trace)
-    trace.rows.push_back({std::to_string(st.index), st.stage, std::to_string(st.seq), st.change,
-                          result::format_value(st.rel_rms, "sci"), result::format_value(st.ratio_to_naive, "fixed"),
-                          std::to_string(st.nan_count), st.failed ? "yes" : "no", st.decision, st.case_id});
-  out.traces.push_back(std::move(trace));
-  out.details = probes::to_json(r);
+  probes::fill_result(r, o, out);
 }
 
 }  // namespace

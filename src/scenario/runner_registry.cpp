@@ -12,6 +12,7 @@ const std::vector<check_runner>& check_runners() {
       softmax_runner(),
       kl_runner(),
       scan_runner(),
+      kvcache_runner(),
   };
   return runners;
 }

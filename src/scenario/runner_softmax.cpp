@@ -13,15 +13,6 @@
 namespace numprobe::scenario {
 namespace {
 
-std::pair<std::string, std::string> unit_format(const std::string& n) {
-  if (n == "nan_count" || n == "inf_count") return {"elements", "int"};
-  if (n == "ratio_to_naive" || n == "top1" || n == "topk") return {"", "fixed"};
-  if (n == "lse_max_abs" || n == "logp_max_abs" || n == "ce_max_abs" || n == "kl_mean" ||
-      n == "kl_max" || n == "e2e.kl_mean")
-    return {"nats", "sci"};
-  return {"", "sci"};
-}
-
 softmax_case make_case(const check_spec& s, std::int64_t vocab, std::int64_t chunk) {
   if (s.has("case")) return parse_softmax_case(s.get_string("case", ""));
   softmax_case c;
@@ -62,17 +53,6 @@ std::unique_ptr<probes::softmax_kernel> make_kernel(const check_spec& s, const r
   return probes::make_softmax_kernel(ko);
 }
 
-void add_point_metrics(const probes::softmax_point& p, result::check_result& out) {
-  for (const auto& n : probes::softmax_metric_names())
-    if (const auto v = p.metric(n)) {
-      const auto [unit, format] = unit_format(n);
-      out.metrics.push_back({n, *v, unit, format});
-    }
-}
-
-const bound k_nonfinite{"nonfinite", bound_op::m_le, 0.0,
-                        "a NaN or Inf in the candidate is always a failure"};
-
 void run(const check_spec& s, const run_context& ctx, result::check_result& out) {
   const auto vocab = s.get_string("vocab", "131072");
   const auto dots = vocab.find("..");
@@ -91,11 +71,7 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
 
   if (!sweep) {
     const auto p = probes::run_softmax_point(*kernel, c, po);
-    add_point_metrics(p, out);
-    out.gates.push_back(evaluate_gate(k_nonfinite, static_cast<double>(p.kernel.nan_count + p.kernel.inf_count),
-                                      p.case_id));
-    for (const auto& b : s.bounds) out.gates.push_back(evaluate_gate(b, p.metric(b.metric), p.case_id));
-    out.details = probes::to_json(p);
+    probes::fill_result(p, s.bounds, out);
     out.details["backend_metadata"] = kernel->metadata();
     return;
   }
@@ -112,49 +88,7 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
     if (ctx.interrupted && ctx.interrupted()) throw interrupted_error{};
   };
   const auto r = probes::run_softmax_sweep(*kernel, so);
-  out.metrics.push_back({"growth.slope", r.growth.slope, "", "fixed"});
-  out.metrics.push_back({"points", static_cast<double>(r.points.size()), "", "int"});
-  out.metrics.push_back({"nan_points", static_cast<double>(r.nan_points), "", "int"});
-  double worst_rel = 0, worst_ratio = 0;
-  for (const auto& p : r.points) {
-    worst_rel = std::max(worst_rel, p.kernel.p_rel_rms);
-    worst_ratio = std::max(worst_ratio, p.ratio_to_naive);
-  }
-  out.metrics.push_back({"max.rel_rms", worst_rel, "", "sci"});
-  out.metrics.push_back({"max.ratio_to_naive", worst_ratio, "", "fixed"});
-  out.message = fmt::format("growth {} (slope {:.3f}) over {} row lengths", r.growth.verdict, r.growth.slope,
-                            r.points.size());
-  out.gates.push_back(evaluate_gate(
-      bound{"nan_points", bound_op::m_le, 0.0, k_nonfinite.basis}, static_cast<double>(r.nan_points), out.case_id));
-  const auto metric = [](const probes::softmax_point& p, const std::string& m) { return p.metric(m); };
-  const auto case_of = [](const probes::softmax_point& p) { return p.case_id; };
-  for (const auto& b : s.bounds)
-    out.gates.push_back(b.metric == "growth.slope" ? evaluate_gate(b, r.growth.slope, out.case_id)
-                                                   : worst_point_gate(b, r.points, metric, case_of, out.case_id));
-
-  result::curve err{"probability relative RMS error vs row length", "row length V (entries)", "rel_rms",
-                    true, true, {}, {}, {}};
-  result::series kern{"kernel", {}, {}}, naive{"naive same-precision", {}, {}};
-  result::table pts{"points", {"vocab", "chunks", "vocab mod C", "rel_rms", "lse_max_abs", "kl_mean", "ratio", "nan", "case"}, {}};
-  for (const auto& p : r.points) {
-    kern.x.push_back(static_cast<double>(p.vocab)), kern.y.push_back(p.kernel.p_rel_rms);
-    naive.x.push_back(static_cast<double>(p.vocab)), naive.y.push_back(p.naive.p_rel_rms);
-    pts.rows.push_back({std::to_string(p.vocab), std::to_string(p.chunks),
-                        r.chunk > 0 ? std::to_string(p.vocab % r.chunk) : "-",
-                        result::format_value(p.kernel.p_rel_rms, "sci"),
-                        result::format_value(p.kernel.lse_max_abs, "sci"),
-                        result::format_value(p.kernel.kl_mean, "sci"), result::format_value(p.ratio_to_naive, "fixed"),
-                        std::to_string(p.kernel.nan_count + p.kernel.inf_count), p.case_id});
-  }
-  err.lines = {kern, naive};
-  if (r.chunk > 0)
-    for (std::int64_t k = r.chunk; k <= hi; k += r.chunk)
-      if (k >= lo && err.tile_boundaries.size() < 512) err.tile_boundaries.push_back(static_cast<double>(k));
-  for (const auto& b : s.bounds)
-    if (b.metric == "rel_rms") err.bounds.push_back({b.text(), b.value});
-  out.curves = {err};
-  out.tables.push_back(std::move(pts));
-  out.details = probes::to_json(r);
+  probes::fill_result(r, so, out);
   out.details["backend_metadata"] = kernel->metadata();
 }
 

@@ -21,7 +21,7 @@ TEST(cli_attention, emu_json_has_the_contract_fields_and_a_healthy_ratio) {
       "--mask causal --seed 3 --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = parse_or_fail(r.out);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["tool"], "numprobe");
   EXPECT_EQ(j["result"]["case"], "attention(T=130,S=200,Hq=4,Hkv=2,D=64,in=bf16,mask=causal,seed=3)");
   EXPECT_EQ(j["result"]["rows_evaluated"], 130);

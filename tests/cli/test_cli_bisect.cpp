@@ -28,7 +28,7 @@ TEST(cli_bisect, failing_emu_case_gives_the_contract_fields_and_exit_1) {
                               "--inject skip-rescale " + k_small + "--json -");
   ASSERT_EQ(r.exit_code, 1) << r.err << r.out.substr(0, 400);
   const auto j = parse_or_fail(r.out);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["tool"], "numprobe");
   // skip-rescale: NUMERICS.md's "rescale or merge frame".
   EXPECT_EQ(j["classification"], "rescale or merge frame");

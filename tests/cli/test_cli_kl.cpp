@@ -51,7 +51,7 @@ TEST(cli_kl, json_has_the_contract_fields) {
   const auto r = run_numprobe("kl " + f.base + " " + f.cand + " --tokens " + tokens + " --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json::parse(r.out);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["command"], "kl");
   EXPECT_EQ(j["rows"], 64);
   EXPECT_EQ(j["vocab"], 500);

@@ -20,7 +20,7 @@ TEST(cli_softmax, emu_json_has_the_contract_fields_and_a_healthy_ratio) {
   const auto r = run_numprobe("softmax --backend emu --vocab 5000 --rows 3 --chunk 512 --mask padding --seed 3 --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = parse_or_fail(r.out);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["command"], "softmax");
   EXPECT_EQ(j["result"]["case"], "softmax(V=5000,R=3,in=bf16,mask=padding,seed=3)");
   EXPECT_EQ(j["result"]["chunks"], 10);

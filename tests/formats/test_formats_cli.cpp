@@ -46,7 +46,7 @@ using pairs = std::vector<std::vector<std::string>>;
 
 TEST(formats_cli, list_json_has_every_format_with_its_facts) {
   const auto doc = run_json("formats --json -");
-  EXPECT_EQ(doc.at("schema_version"), 1);
+  EXPECT_EQ(doc.at("schema_version"), 2);
   EXPECT_EQ(doc.at("tool"), "numprobe");
   const auto& fs = doc.at("formats");
   for (const char* n : {"f32", "tf32", "bf16", "f16", "e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz",
@@ -101,13 +101,13 @@ TEST(formats_cli, list_text_and_json_file) {
   EXPECT_NE(r.out.find("mxfp4"), std::string::npos);
   std::ifstream in(path);
   const auto doc = nlohmann::json::parse(in);
-  EXPECT_EQ(doc.at("schema_version"), 1);
+  EXPECT_EQ(doc.at("schema_version"), 2);
   EXPECT_EQ(by_name(doc.at("formats"), "e2m3").at("max_finite").get<double>(), 7.5);
 }
 
 TEST(formats_cli, show_e2m1_lists_every_code) {
   const auto doc = run_json("formats show e2m1 --json -");
-  EXPECT_EQ(doc.at("schema_version"), 1);
+  EXPECT_EQ(doc.at("schema_version"), 2);
   const auto& codes = doc.at("codes");
   ASSERT_EQ(codes.size(), 16u);
   const double mags[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};

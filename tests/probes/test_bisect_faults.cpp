@@ -51,7 +51,7 @@ std::string describe(const probes::bisect_result& r) {
   for (const auto& c : r.candidates) s += " [" + c + "]";
   s += ", culprit states:";
   for (const auto& c : r.precision.culprit) s += " " + c;
-  s += "\n" + probes::to_markdown(r);
+  s += "\n" + probes::to_json(r).dump(1);
   return s;
 }
 

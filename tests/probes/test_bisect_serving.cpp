@@ -17,7 +17,7 @@ namespace {
 std::string describe(const probes::bisect_result& r) {
   std::string s = "classification '" + r.classification + "', fp8 verdict '" + r.fp8.verdict + "', culprit:";
   for (const auto& c : r.fp8.culprit) s += " " + c;
-  s += ", decode '" + r.decode.merge_fault + "'\n" + probes::to_markdown(r);
+  s += ", decode '" + r.decode.merge_fault + "'\n" + probes::to_json(r).dump(1);
   return s;
 }
 

@@ -194,8 +194,8 @@ TEST(drift_growth, two_points_are_insufficient_and_fail_growth_bounds) {
   }
   const auto j = probes::to_json(r);
   EXPECT_EQ(j["growth"]["verdict"], "insufficient");
-  EXPECT_TRUE(j["growth"]["slope"].is_null());
-  EXPECT_TRUE(j["growth"]["ratio_slope"].is_null());
+  EXPECT_EQ(j["growth"]["slope"], "nan");  // schema 2: non-finite numbers are strings (docs/json-schema.md)
+  EXPECT_EQ(j["growth"]["ratio_slope"], "nan");
   EXPECT_TRUE(j["growth"]["rule"].is_string());
 }
 

@@ -55,7 +55,7 @@ TEST(quant_cli, json_of_a_synthetic_nvfp4_case) {
   const auto r = run("--scheme nvfp4 --shape 64x256 --dist outliers --seed 7 --json -");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["tool"], "numprobe");
   EXPECT_EQ(j["case"], "quant(M=64,N=256,fmt=e2m1,scheme=nvfp4,dist=outliers,seed=7)");
   // 64 x 256 / 16 = 1024 blocks; bits = 4 + 8/16 + 32/(64 x 256).

@@ -116,7 +116,7 @@ TEST(bisect_opaque, tail_tile_96_is_a_tail_tile) {
   o.probe.end_to_end = false;
   o.probe.worst = 0;
   const auto r = probes::run_bisect(o);
-  SCOPED_TRACE(probes::to_markdown(r));
+  SCOPED_TRACE(probes::to_json(r).dump(1));
   EXPECT_EQ(r.inferred_tile.k, 96);
   EXPECT_EQ(r.length.tile, 96);
   EXPECT_EQ(r.length.tile_source, "inferred");

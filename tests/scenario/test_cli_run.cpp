@@ -134,7 +134,7 @@ TEST(cli_run, default_scenario_runs_from_any_directory_and_writes_every_report) 
   for (const auto& e : fs::directory_iterator(d.path / "out"))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "temporary file left: " << e.path();
   const auto j = json::parse(slurp(d.str("out/report.json")));
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["tool"], "numprobe");
   EXPECT_TRUE(j.contains("git_revision"));
   EXPECT_TRUE(j["machine"].contains("arch"));

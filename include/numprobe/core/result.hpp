@@ -77,11 +77,14 @@ struct heat_map {
   std::vector<double> values;
 };
 
-// A table of text cells; traces (bisection steps, in order) are tables too.
+// A table of text cells; traces (bisection steps, in order) are tables too. A data table
+// (`data`) holds full-precision values for machines: the CSV of a command's document is its
+// data table, and the writers for people (terminal, Markdown, HTML) leave it out.
 struct table {
   std::string title;
   std::vector<std::string> columns;
   std::vector<std::vector<std::string>> rows;
+  bool data = false;
 };
 
 struct check_result {
@@ -121,16 +124,29 @@ struct run_result {
   std::vector<std::string> not_run;
   int signal = 0;  // the signal that interrupted the run (SIGINT 2, SIGTERM 15); 0 if none
   double seconds = 0.0;
+  // A command's document (`numprobe drift --json`, ...): one check, whose details are the
+  // document's top level (docs/json-schema.md), so every field path a command has written keeps
+  // its place. A run's document (false) keeps each check's details under checks[].details.
+  bool command_document = false;
 
   // The worst outcome: 3 > 2 > 1 > 0; 128 + signal when interrupted (the process's exit code).
   [[nodiscard]] int exit_code() const;
   [[nodiscard]] std::int64_t count(status s) const;
 };
 
-// The result model's JSON schema version (written as "schema_version").
-inline constexpr int k_result_schema_version = 1;
+// The JSON schema version (written as "schema_version") of every document numprobe writes.
+// 2: one layout for every command (docs/json-schema.md), non-finite numbers as strings.
+inline constexpr int k_result_schema_version = 2;
 
-// JSON numbers for non-finite values are null (JSON has none); from_json maps null back to NaN.
+// JSON has no non-finite numbers. Every numprobe document writes them as the strings "nan",
+// "inf" and "-inf" (lossless: the sign of an infinity survives), and reads them back.
+[[nodiscard]] nlohmann::json json_number(double v);
+// A number, or one of those strings; anything else (null included) reads as NaN.
+[[nodiscard]] double read_number(const nlohmann::json& j);
+// Rewrites every non-finite number in `doc` as json_number does; run on every document before
+// it is written, so no encoder can leave a NaN for the JSON library to print as null.
+void normalise_non_finite(nlohmann::json& doc);
+
 [[nodiscard]] nlohmann::json to_json(const check_result& c);
 [[nodiscard]] nlohmann::json to_json(const run_result& r);
 // Throws numprobe::error (exit 2) naming `place` and the field on a malformed document.

@@ -1,14 +1,16 @@
+// Gates and histograms built from measurements: shared by the probes (their results) and the
+// scenario runners.
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
 
-#include "src/scenario/check_runner.hpp"
+#include "numprobe/core/result_gates.hpp"
 
-namespace numprobe::scenario {
+namespace numprobe::result {
 
-result::gate evaluate_gate(const bound& b, std::optional<double> measured, const std::string& case_id) {
-  result::gate g;
+gate evaluate_gate(const bound& b, std::optional<double> measured, const std::string& case_id) {
+  gate g;
   g.bound = b.text();
   g.metric = b.metric;
   g.basis = b.basis;
@@ -18,9 +20,9 @@ result::gate evaluate_gate(const bound& b, std::optional<double> measured, const
   return g;
 }
 
-result::histogram log_histogram(const std::vector<double>& values, int bins, std::string title,
+histogram log_histogram(const std::vector<double>& values, int bins, std::string title,
                                 std::string x_label) {
-  result::histogram h;
+  histogram h;
   h.x_label = std::move(x_label);
   h.log_x = true;
   std::vector<double> logs;
@@ -43,4 +45,4 @@ result::histogram log_histogram(const std::vector<double>& values, int bins, std
   return h;
 }
 
-}  // namespace numprobe::scenario
+}  // namespace numprobe::result

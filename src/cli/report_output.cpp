@@ -1,0 +1,52 @@
+#include "src/cli/report_output.hpp"
+
+#include <fmt/format.h>
+
+#include "reports/report_files.hpp"
+#include "reports/report_writer.hpp"
+#include "src/cli/case_options.hpp"
+
+namespace numprobe::cli {
+
+bool report_flags::any() const {
+  for (const auto& [name, path] : paths)
+    if (!path.empty()) return true;
+  return false;
+}
+
+bool report_flags::to_stdout() const {
+  for (const auto& [name, path] : paths)
+    if (path == "-") return true;
+  return false;
+}
+
+void add_report_flags(CLI::App* sub, report_flags& f, std::string_view csv_help) {
+  for (const auto& rf : reports::report_formats()) {
+    const std::string help = rf.name == "csv" && !csv_help.empty()
+                                 ? std::string(csv_help)
+                                 : fmt::format("write {} to PATH ('-' for stdout)", rf.description);
+    sub->add_option(fmt::format("--{}", rf.name), f.paths[std::string(rf.name)], help);
+  }
+}
+
+void write_command_reports(const report_flags& f, const std::string& command, std::uint64_t seed,
+                           result::check_result c, int exit_code) {
+  if (!f.any()) return;
+  if (c.name.empty()) c.name = command;
+  if (c.probe.empty()) c.probe = command;
+  c.outcome = exit_code == 0 ? result::status::m_pass : exit_code == 1 ? result::status::m_fail
+                                                                         : result::status::m_error;
+  c.error_code = exit_code >= 2 ? exit_code : 0;
+  result::run_result r;
+  r.envelope = json_envelope(command, seed);
+  r.scenario = "numprobe " + command;
+  r.command_document = true;
+  r.checks_planned = 1;
+  r.seconds = c.seconds;
+  r.checks.push_back(std::move(c));
+  reports::report_targets t;
+  t.paths = f.paths;
+  reports::write_reports(r, t);
+}
+
+}  // namespace numprobe::cli
