@@ -1,4 +1,4 @@
-// bench_scan_core: the scan's fused quantizer (src/formats/fast_quantize) alone, one thread,
+// bench_scan_core: the scan's fused quantizer (src/formats/rne_block_quantizer) alone, one thread,
 // on a 2048 x 8192 bf16 tensor in memory (the same generator as bench_scan): the tensor amax
 // pass then every block row through strip() with a summary, as the scan calls it. Prints the
 // best of R runs in ns per element and MB/s of bf16 input; `chk` (the error sum plus the flush
@@ -9,7 +9,8 @@
 #include <cstring>
 #include <vector>
 #include <cstdlib>
-#include "src/formats/fast_quantize.hpp"
+#include "src/formats/rne_block_quantizer.hpp"
+#include "src/metrics/quant_error_sums.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include <algorithm>
 using namespace numprobe::formats;
@@ -26,19 +27,19 @@ int main(int argc, char** argv) {
     std::uint32_t u; std::memcpy(&u, &f, 4); x = static_cast<std::uint16_t>(u >> 16);
   }
   const auto c = find_scheme(scheme, "x").defaults;
-  detail::fast_quantizer fq(c);
+  detail::rne_block_quantizer fq(c);
   double best = 1e9; double chk = 0;
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
-    double amax = detail::fast_quantizer::finite_amax(d.data(), detail::fast_input::m_bf16, d.size());
+    double amax = detail::rne_block_quantizer::finite_amax(d.data(), detail::element_storage::m_bf16, d.size());
     fq.set_tensor_amax(amax);
     const auto g = grid_of(c, rows, cols);
     std::vector<block_stats> blocks(g.grid_cols);
-    detail::fast_error_sums sums;
+    numprobe::metrics::quant_error_sums sums;
     std::int64_t fl = 0;
     for (std::int64_t br = 0; br < g.grid_rows; ++br) {
-      detail::fast_strip_summary sum;
-      fq.strip(d.data(), detail::fast_input::m_bf16, cols, br * g.block_rows, std::min(g.block_rows, rows - br * g.block_rows), g.block_cols, blocks, sums, &sum);
+      detail::strip_summary sum;
+      fq.strip(d.data(), detail::element_storage::m_bf16, cols, br * g.block_rows, std::min(g.block_rows, rows - br * g.block_rows), g.block_cols, blocks, sums, &sum);
       fl += sum.flushed;
     }
     double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -21,7 +21,8 @@
 #include "numprobe/io/checkpoint.hpp"
 #include "numprobe/io/load_tensor.hpp"
 #include "numprobe/io/safetensors.hpp"
-#include "src/formats/fast_quantize.hpp"
+#include "src/formats/rne_block_quantizer.hpp"
+#include "src/metrics/quant_error_sums.hpp"
 #include "src/io/prefetch.hpp"
 
 namespace numprobe::probes {
@@ -45,7 +46,7 @@ double rel_rms_of(double sx, double se) {
 }
 
 // Outlier blocks and flushes: the shared definition (numprobe/formats/outlier_flushes.hpp), the
-// same as the quant probe's; the fused path computes it in fast_quantize.cpp.
+// same as the quant probe's; the fused path computes it in src/formats/full_block_row.cpp.
 
 bool float_dtype(io::dtype d) {
   return d == io::dtype::m_f32 || d == io::dtype::m_f16 || d == io::dtype::m_bf16 ||
@@ -108,21 +109,21 @@ int layer_index_of(const std::string& name) {
 namespace {
 
 using fetch_fn = std::function<void(std::int64_t, std::int64_t, std::span<double>)>;
-using formats::detail::fast_input;
-using formats::detail::fast_quantizer;
+using formats::detail::element_storage;
+using formats::detail::rne_block_quantizer;
 
 // Where a tensor's rows come from: elements in memory (read in place), or a fetch callback
 // that decodes rows into a buffer.
 struct row_source {
   const std::byte* data = nullptr;
-  fast_input type = fast_input::m_f64;
+  element_storage type = element_storage::m_f64;
   const fetch_fn* fetch = nullptr;
   const std::function<void(std::size_t, std::size_t)>* release = nullptr;  // in-place data only
 };
 
 // What one band contributes; bands are combined in band order (scan_fused).
 struct band_part {
-  formats::detail::fast_error_sums sums;
+  metrics::quant_error_sums sums;
   std::int64_t blocks = 0, flushed = 0, clipped = 0, scale_underflow = 0;
   std::int64_t outlier_blocks = 0, outlier_flushed = 0;
   bool have_outlier = false;
@@ -156,26 +157,26 @@ bool worse_outlier(const formats::block_stats& b, std::int64_t bf, const formats
   return bf > wf || (bf == wf && b.amax > w.amax);
 }
 
-// The fused path (formats/fast_quantize.hpp): every band is coded in place, block row by block
+// The fused path (formats/rne_block_quantizer.hpp): every band is coded in place, block row by block
 // row, with no decoded copy for in-memory sources and no codes or dequantized arrays at all.
 // Bands are fixed by band_elements (not by the thread count) and run in parallel, each into
 // its own band_part; the parts are then combined on one thread in band order, with the same
 // first-wins rules as the sequential loop, so the result is identical for any thread count.
 // The statistics equal the quantize()-based path's (tests/probes/test_scan.cpp): counts,
-// maxima and worked blocks exactly, error sums within the bound in fast_quantize.cpp. One
+// maxima and worked blocks exactly, error sums within the bound in metrics/quant_error_sums.hpp. One
 // difference, a fix: a banded `tensor` scan no longer counts the sentinel row's element (the
 // tensor amax, which may code as clipped) in its band, and a band without the tensor's amax
 // reports no argmax instead of the sentinel's index.
 scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_result r,
                               std::int64_t rows, std::int64_t cols, const row_source& src,
                               std::int64_t band) {
-  fast_quantizer fq(c);
+  rne_block_quantizer fq(c);
   const std::int64_t bands = (rows + band - 1) / band;
   const int slots = max_threads();
   std::vector<std::vector<double>> bufs(src.data ? 0 : static_cast<std::size_t>(slots));
   std::vector<std::exception_ptr> errors(bands);
-  const std::size_t elem_bytes = src.type == fast_input::m_f64   ? 8
-                                 : src.type == fast_input::m_f32 ? 4
+  const std::size_t elem_bytes = src.type == element_storage::m_f64   ? 8
+                                 : src.type == element_storage::m_f32 ? 4
                                                                  : 2;
   // A band's bytes back to the kernel once a pass is done with them (in-place data only).
   const auto release_band = [&](std::int64_t k) {
@@ -183,7 +184,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     const std::int64_t r0 = k * band, nr = std::min(band, rows - r0);
     (*src.release)(static_cast<std::size_t>(r0 * cols) * elem_bytes, static_cast<std::size_t>(nr * cols) * elem_bytes);
   };
-  const auto band_data = [&](std::int64_t k, std::size_t t, const void*& data, fast_input& in) {
+  const auto band_data = [&](std::int64_t k, std::size_t t, const void*& data, element_storage& in) {
     const std::int64_t r0 = k * band, nr = std::min(band, rows - r0);
     if (src.data) {
       data = src.data + static_cast<std::size_t>(r0 * cols) * elem_bytes;
@@ -194,7 +195,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     buf.resize(static_cast<std::size_t>(nr * cols));
     (*src.fetch)(r0, nr, buf);
     data = buf.data();
-    in = fast_input::m_f64;
+    in = element_storage::m_f64;
   };
   if (c.kind == scheme_kind::m_nvfp4 || c.kind == scheme_kind::m_tensor) {
     // The tensor's amax (max is exact and order-free, so the bands' maxima combine exactly).
@@ -202,11 +203,11 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     for_bands(bands, slots, [&](std::int64_t k, std::size_t slot) {
       try {
         const void* data = nullptr;
-        fast_input in{};
+        element_storage in{};
         band_data(k, slot, data, in);
         const std::int64_t nr = std::min(band, rows - k * band);
         part[static_cast<std::size_t>(k)] =
-            fast_quantizer::finite_amax(data, in, static_cast<std::size_t>(nr * cols));
+            rne_block_quantizer::finite_amax(data, in, static_cast<std::size_t>(nr * cols));
         release_band(k);
       } catch (...) {
         errors[static_cast<std::size_t>(k)] = std::current_exception();
@@ -224,7 +225,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     auto& p = parts[static_cast<std::size_t>(k)];
     try {
       const void* data = nullptr;
-      fast_input in{};
+      element_storage in{};
       band_data(k, slot, data, in);
       const std::int64_t nr = std::min(band, rows - k * band);
       const auto g = formats::grid_of(c, nr, cols);
@@ -232,7 +233,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
       for (std::int64_t br = 0; br < g.grid_rows; ++br) {
         const std::int64_t r0 = br * g.block_rows, h = std::min(g.block_rows, nr - r0);
         const std::int64_t at_before = p.sums.max_err_at;
-        formats::detail::fast_strip_summary sum;  // outlier blocks by outlier_flushes.hpp
+        formats::detail::strip_summary sum;  // outlier blocks by outlier_flushes.hpp
         fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums, &sum);
         p.blocks += static_cast<std::int64_t>(blocks.size());
         p.flushed += sum.flushed;
@@ -307,7 +308,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
       (*src.fetch)(r0, b.row0 + b.rows, rows_buf);
     }
     for (auto& i : w.flat) {
-      const double x = src.data ? fast_quantizer::element(src.data, src.type,
+      const double x = src.data ? rne_block_quantizer::element(src.data, src.type,
                                                           static_cast<std::size_t>(i + r0 * cols))
                                 : rows_buf[static_cast<std::size_t>(i)];
       w.input.push_back(x);
@@ -359,14 +360,14 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
   if (unit < rows) band = std::max(unit, (band_elements / std::max<std::int64_t>(cols, 1)) / unit * unit);
   band = std::min(band, rows);
   const bool sentinel = tensor_scaled && band < rows;
-  if (fast_quantizer::covers(c)) return scan_fused(c, std::move(r), rows, cols, src, band);
+  if (rne_block_quantizer::covers(c)) return scan_fused(c, std::move(r), rows, cols, src, band);
   // The quantize()-based path (schemes the fused quantizer does not cover: zero points,
   // directed or stochastic rounding, non-saturating overflow), from decoded bands.
   fetch_fn from_memory;
   if (src.data)
     from_memory = [&](std::int64_t r0, std::int64_t, std::span<double> out) {
       for (std::size_t i = 0; i < out.size(); ++i)
-        out[i] = fast_quantizer::element(src.data, src.type,
+        out[i] = rne_block_quantizer::element(src.data, src.type,
                                          static_cast<std::size_t>(r0 * cols) + i);
     };
   const fetch_fn& fetch = src.data ? from_memory : *src.fetch;
@@ -534,12 +535,12 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
 }
 
 // The dtypes the fused path reads in place.
-bool in_place(io::dtype d, fast_input& in) {
+bool in_place(io::dtype d, element_storage& in) {
   switch (d) {
-    case io::dtype::m_f64: in = fast_input::m_f64; return true;
-    case io::dtype::m_f32: in = fast_input::m_f32; return true;
-    case io::dtype::m_bf16: in = fast_input::m_bf16; return true;
-    case io::dtype::m_f16: in = fast_input::m_f16; return true;
+    case io::dtype::m_f64: in = element_storage::m_f64; return true;
+    case io::dtype::m_f32: in = element_storage::m_f32; return true;
+    case io::dtype::m_bf16: in = element_storage::m_bf16; return true;
+    case io::dtype::m_f16: in = element_storage::m_f16; return true;
     default: return false;
   }
 }
@@ -684,7 +685,7 @@ scan_report run_scan(const scan_options& o) {
       const auto at = static_cast<std::size_t>(v.bytes.data() - v.owner->bytes().data());
       release = [&v, at](std::size_t first, std::size_t bytes) { v.owner->release_pages(at + first, bytes); };
     }
-    fast_input in{};
+    element_storage in{};
     const bool direct = in_place(v.dtype, in);
     for (const auto& s : o.schemes)
       t.results.push_back(direct ? scan_tensor_scheme(s, t.rows, t.cols, v.bytes.data(), v.dtype,

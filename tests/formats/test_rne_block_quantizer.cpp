@@ -1,4 +1,4 @@
-// The fused quantizer of the scan path (src/formats/fast_quantize.cpp) against quantize(), the
+// The fused quantizer of the scan path (src/formats/rne_block_quantizer.hpp) against quantize(), the
 // definition: for every covered scheme (all registry entries but int4-awq, plus the other MX
 // rules, scale formats, axis 0 and an amax floor), shapes whose blocks and vector lanes end
 // partially, and inputs read as f64, f32, bf16 and f16, every block statistic (amax, argmax,
@@ -20,7 +20,8 @@
 #include "numprobe/core/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
-#include "src/formats/fast_quantize.hpp"
+#include "src/formats/rne_block_quantizer.hpp"
+#include "src/metrics/quant_error_sums.hpp"
 
 namespace nf = numprobe::formats;
 namespace nd = numprobe::formats::detail;
@@ -28,30 +29,30 @@ namespace nd = numprobe::formats::detail;
 namespace {
 
 struct typed_input {
-  nd::fast_input type;
+  nd::element_storage type;
   std::vector<std::byte> bytes;
   std::vector<double> values;  // the stored values, exactly
 };
 
-typed_input store(const std::vector<double>& x, nd::fast_input type) {
+typed_input store(const std::vector<double>& x, nd::element_storage type) {
   typed_input t;
   t.type = type;
   for (double v : x) {
     switch (type) {
-      case nd::fast_input::m_f64: {
+      case nd::element_storage::m_f64: {
         t.values.push_back(v);
         const auto* p = reinterpret_cast<const std::byte*>(&v);
         t.bytes.insert(t.bytes.end(), p, p + 8);
         break;
       }
-      case nd::fast_input::m_f32: {
+      case nd::element_storage::m_f32: {
         const auto f = static_cast<float>(v);
         t.values.push_back(f);
         const auto* p = reinterpret_cast<const std::byte*>(&f);
         t.bytes.insert(t.bytes.end(), p, p + 4);
         break;
       }
-      case nd::fast_input::m_bf16: {
+      case nd::element_storage::m_bf16: {
         // Truncation to bf16 (any bf16 pattern will do: the value is what was stored).
         const auto u = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(v)) >> 16);
         t.values.push_back(std::bit_cast<float>(std::uint32_t{u} << 16));
@@ -59,7 +60,7 @@ typed_input store(const std::vector<double>& x, nd::fast_input type) {
         t.bytes.insert(t.bytes.end(), p, p + 2);
         break;
       }
-      case nd::fast_input::m_f16: {
+      case nd::element_storage::m_f16: {
         const auto h = static_cast<_Float16>(static_cast<float>(v));
         t.values.push_back(static_cast<double>(static_cast<float>(h)));
         const auto* p = reinterpret_cast<const std::byte*>(&h);
@@ -97,14 +98,14 @@ std::vector<double> make_input(std::uint64_t seed, std::int64_t n, bool specials
 
 struct fused_result {
   std::vector<nf::block_stats> blocks;
-  nd::fast_error_sums sums;
+  numprobe::metrics::quant_error_sums sums;
 };
 
 fused_result run_fused(const nf::scheme_config& c, const typed_input& in, std::int64_t rows,
                        std::int64_t cols) {
   const auto g = nf::grid_of(c, rows, cols);
-  nd::fast_quantizer fq(c);
-  fq.set_tensor_amax(nd::fast_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
+  nd::rne_block_quantizer fq(c);
+  fq.set_tensor_amax(nd::rne_block_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
   fused_result r;
   r.blocks.resize(static_cast<std::size_t>(g.count()));
   for (std::int64_t br = 0; br < g.grid_rows; ++br) {
@@ -135,7 +136,7 @@ void expect_same_block(const nf::block_stats& a, const nf::block_stats& b) {
 void check(const std::string& label, const nf::scheme_config& c, const typed_input& in,
            std::int64_t rows, std::int64_t cols) {
   SCOPED_TRACE(label);
-  ASSERT_TRUE(nd::fast_quantizer::covers(c));
+  ASSERT_TRUE(nd::rne_block_quantizer::covers(c));
   const auto q = nf::quantize(c, in.values, rows, cols);
   const auto f = run_fused(c, in, rows, cols);
   ASSERT_EQ(f.blocks.size(), q.blocks.size());
@@ -149,8 +150,8 @@ void check(const std::string& label, const nf::scheme_config& c, const typed_inp
     ASSERT_EQ(a.nonfinite, b.nonfinite);
   }
   // Dequantized values, element by element, through the scalar entry point.
-  nd::fast_quantizer fq(c);
-  fq.set_tensor_amax(nd::fast_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
+  nd::rne_block_quantizer fq(c);
+  fq.set_tensor_amax(nd::rne_block_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
   const auto& g = q.grid;
   double sx = 0, se = 0, emax = -1;
   std::int64_t emax_at = -1, nonfinite_in = 0, nonfinite_out = 0, mismatches = 0;
@@ -194,7 +195,7 @@ void check(const std::string& label, const nf::scheme_config& c, const typed_inp
 std::vector<std::pair<std::string, nf::scheme_config>> covered_configs() {
   std::vector<std::pair<std::string, nf::scheme_config>> out;
   for (const auto& s : nf::all_schemes()) {
-    if (!nd::fast_quantizer::covers(s.defaults)) continue;
+    if (!nd::rne_block_quantizer::covers(s.defaults)) continue;
     out.emplace_back(std::string(s.name), s.defaults);
   }
   auto mx = nf::find_scheme("mxfp4").defaults;
@@ -227,37 +228,37 @@ std::vector<std::pair<std::string, nf::scheme_config>> covered_configs() {
   return out;
 }
 
-TEST(fast_quantize, covers_what_it_should) {
-  EXPECT_TRUE(nd::fast_quantizer::covers(nf::find_scheme("nvfp4").defaults));
-  EXPECT_TRUE(nd::fast_quantizer::covers(nf::find_scheme("fp8-block128").defaults));
-  EXPECT_FALSE(nd::fast_quantizer::covers(nf::find_scheme("int4-awq").defaults));
+TEST(rne_block_quantizer, covers_what_it_should) {
+  EXPECT_TRUE(nd::rne_block_quantizer::covers(nf::find_scheme("nvfp4").defaults));
+  EXPECT_TRUE(nd::rne_block_quantizer::covers(nf::find_scheme("fp8-block128").defaults));
+  EXPECT_FALSE(nd::rne_block_quantizer::covers(nf::find_scheme("int4-awq").defaults));
   auto c = nf::find_scheme("nvfp4").defaults;
   c.round = nf::rounding::m_stochastic;
-  EXPECT_FALSE(nd::fast_quantizer::covers(c));
+  EXPECT_FALSE(nd::rne_block_quantizer::covers(c));
   c = nf::find_scheme("nvfp4").defaults;
   c.over = nf::overflow::m_nan;
-  EXPECT_FALSE(nd::fast_quantizer::covers(c));
+  EXPECT_FALSE(nd::rne_block_quantizer::covers(c));
   c = nf::find_scheme("none").defaults;
   c.element = nf::format_id::m_bf16;
-  EXPECT_FALSE(nd::fast_quantizer::covers(c));
+  EXPECT_FALSE(nd::rne_block_quantizer::covers(c));
 }
 
-TEST(fast_quantize, equals_quantize_for_every_covered_scheme) {
+TEST(rne_block_quantizer, equals_quantize_for_every_covered_scheme) {
   // 130 x 203: partial 128-row and 128-col blocks, partial groups of 16/32 and vector lanes
   // (the general path); 40 x 256: whole row blocks (the unmasked row path), except the rows
   // holding NaN/inf, which take the general path.
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 203}, {40, 256}}) {
     const auto x = make_input(21, rows * cols, true);
     for (const auto& [name, c] : covered_configs())
-      for (auto type : {nd::fast_input::m_f64, nd::fast_input::m_f32, nd::fast_input::m_bf16,
-                        nd::fast_input::m_f16})
+      for (auto type : {nd::element_storage::m_f64, nd::element_storage::m_f32, nd::element_storage::m_bf16,
+                        nd::element_storage::m_f16})
         check(name + " input " + std::to_string(static_cast<int>(type)) + " cols " +
                   std::to_string(cols),
               c, store(x, type), rows, cols);
   }
 }
 
-TEST(fast_quantize, equals_quantize_without_specials_and_on_ties) {
+TEST(rne_block_quantizer, equals_quantize_without_specials_and_on_ties) {
   // No NaN/inf (every row of whole blocks takes the unmasked row path), and two rows of exact
   // e2m1/e4m3 ties at scale 1 (amax 6 or 448 per block of 16).
   const std::int64_t rows = 19, cols = 256;
@@ -267,16 +268,16 @@ TEST(fast_quantize, equals_quantize_without_specials_and_on_ties) {
     x[static_cast<std::size_t>(cols + c)] = c % 16 == 0 ? 448.0 : 0.5 + static_cast<double>(c % 8) * 16.0 + 8.0;
   }
   for (const auto& [name, c] : covered_configs())
-    check(name, c, store(x, nd::fast_input::m_f64), rows, cols);
+    check(name, c, store(x, nd::element_storage::m_f64), rows, cols);
 }
 
-TEST(fast_quantize, all_zero_and_all_nonfinite_tensors) {
+TEST(rne_block_quantizer, all_zero_and_all_nonfinite_tensors) {
   const std::int64_t rows = 3, cols = 40;
   std::vector<double> zeros(rows * cols, 0.0);
   std::vector<double> nans(rows * cols, std::numeric_limits<double>::quiet_NaN());
   for (const auto& [name, c] : covered_configs()) {
-    check(name + " zeros", c, store(zeros, nd::fast_input::m_f64), rows, cols);
-    check(name + " nans", c, store(nans, nd::fast_input::m_f32), rows, cols);
+    check(name + " zeros", c, store(zeros, nd::element_storage::m_f64), rows, cols);
+    check(name + " nans", c, store(nans, nd::element_storage::m_f32), rows, cols);
   }
 }
 
@@ -286,7 +287,7 @@ TEST(fast_quantize, all_zero_and_all_nonfinite_tensors) {
 // the most flushes, then the largest amax, restated here from quantize()'s blocks; the blocks
 // the summary and a moved max_err_at point to must equal quantize()'s; the sums must equal
 // those of the call without a summary, bit for bit.
-TEST(fast_quantize, strip_summary_equals_the_rules_over_quantize_blocks) {
+TEST(rne_block_quantizer, strip_summary_equals_the_rules_over_quantize_blocks) {
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 203}, {40, 256}}) {
     auto x = make_input(33, rows * cols, true);
     // Rows 2 and 3 repeat one 16-element pattern (an outlier and small values that flush), so
@@ -294,26 +295,26 @@ TEST(fast_quantize, strip_summary_equals_the_rules_over_quantize_blocks) {
     for (std::int64_t i = 2 * cols; i < 4 * cols; ++i)
       x[static_cast<std::size_t>(i)] = i % 16 == 0 ? 100.0 : 0.001 * static_cast<double>(1 + i % 5);
     for (const auto& [name, c] : covered_configs())
-      for (auto type : {nd::fast_input::m_f64, nd::fast_input::m_bf16, nd::fast_input::m_f16}) {
+      for (auto type : {nd::element_storage::m_f64, nd::element_storage::m_bf16, nd::element_storage::m_f16}) {
         SCOPED_TRACE(name + " input " + std::to_string(static_cast<int>(type)) + " cols " + std::to_string(cols));
         const auto in = store(x, type);
         const auto q = nf::quantize(c, in.values, rows, cols);
         const auto g = q.grid;
         const auto plain = run_fused(c, in, rows, cols);
-        nd::fast_quantizer fq(c);
-        fq.set_tensor_amax(nd::fast_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
-        nd::fast_error_sums sums;
+        nd::rne_block_quantizer fq(c);
+        fq.set_tensor_amax(nd::rne_block_quantizer::finite_amax(in.bytes.data(), in.type, in.values.size()));
+        numprobe::metrics::quant_error_sums sums;
         const bool scaled = c.kind != nf::scheme_kind::m_none;
         for (std::int64_t br = 0; br < g.grid_rows; ++br) {
           const std::int64_t r0 = br * g.block_rows, nr = std::min(g.block_rows, rows - r0);
           // Poisoned: entries the summary does not point to may stay as they are.
           std::vector<nf::block_stats> blocks(static_cast<std::size_t>(g.grid_cols));
           for (auto& b : blocks) b.amax = b.scale = std::numeric_limits<double>::quiet_NaN();
-          nd::fast_strip_summary sm;
+          nd::strip_summary sm;
           sm.flushed = sm.worst = 12345;
           const std::int64_t at_before = sums.max_err_at;
           fq.strip(in.bytes.data(), in.type, cols, r0, nr, g.block_cols, blocks, sums, &sm);
-          nd::fast_strip_summary want;
+          nd::strip_summary want;
           want.worst = -1;
           const nf::block_stats* worst = nullptr;
           for (std::int64_t j = 0; j < g.grid_cols; ++j) {

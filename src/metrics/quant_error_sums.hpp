@@ -1,0 +1,46 @@
+#pragma once
+// The quantization error sums of the streaming scan: sum of x^2 and of (dq - x)^2, the
+// largest |dq - x| and the first element holding it, and the non-finite counts, over the
+// elements the block quantizer (formats/rne_block_quantizer.hpp) codes, observed as they are
+// coded (no dequantized array). The same definitions as the scan probe's quantize()-based path.
+//
+// Layers: metrics on formats. The quantizer knows nothing of these sums; it hands each coded
+// vector to quant_error_sums::lanes, and this library instantiates it with them
+// (quant_error_sums.cpp).
+//
+// Accuracy: each strip (one block row) accumulates x^2 and (dq - x)^2 in four double lanes, in
+// an order fixed by the geometry (row by row, block by block, four elements at a time), then
+// adds the lanes as (l0 + l1) + (l2 + l3) to the running sums. Every term is >= 0, so the
+// relative error of a strip sum is at most (n / 4 + 2) u, u = 2^-53, and the sum over strips
+// adds one rounding per strip: tighter than the (n - 1) u of the one-by-one sum over the whole
+// tensor that quantize()-based code computes. Counts, maxima and the first index of the
+// largest error are exact.
+//
+// Private to numprobe (the probes and tests use it): not installed.
+#include <cstdint>
+#include <span>
+
+#include "src/formats/rne_block_quantizer.hpp"
+
+namespace numprobe::metrics {
+
+struct quant_error_lanes;  // quant_error_sums.cpp
+
+// Sums over finite inputs whose dequantized value is finite (non-finite ones are counted).
+struct quant_error_sums {
+  using lanes = quant_error_lanes;  // the block quantizer's observer of one strip
+  double sum_sq = 0.0, sum_sq_err = 0.0;  // sum_sq_err: inf once an output is non-finite
+  double max_err = -1.0;         // -1: no finite element yet
+  std::int64_t max_err_at = -1;  // flat index of the first element holding max_err
+  std::int64_t nonfinite_inputs = 0, nonfinite_outputs = 0;
+};
+
+}  // namespace numprobe::metrics
+
+namespace numprobe::formats::detail {
+// strip() with these sums: the strip's errors are added to `errors`, and when the strip moved
+// max_err_at, the block holding it is filled in too (summary mode).
+extern template void rne_block_quantizer::strip<metrics::quant_error_sums>(
+    const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+    std::span<block_stats>, metrics::quant_error_sums&, strip_summary*) const;
+}  // namespace numprobe::formats::detail
