@@ -26,9 +26,9 @@ IGNORED = {"version", "git_revision", "machine", "seconds", "seconds_per_step", 
 def commands(work):
     return [
         ("attention", "attention --backend emu --seq 130 --queries 64" + SMALL),
-        ("attention_breach", "attention --backend emu --seq 130 --queries 64 --bound rel_rms<=1e-30" + SMALL),
-        ("drift", "drift --backend emu --seq 64..160 --points 63,64,65,129 --tile 64x64" + SMALL),
-        ("drift_insufficient", "drift --backend emu --seq 64..128 --points 64,128 --tile 64x64 --bound growth.slope<=1" + SMALL),
+        ("attention_breach", "attention --backend emu --seq 130 --queries 64 '--bound=rel_rms<=1e-30'" + SMALL),
+        ("drift", "drift --backend emu --seq 63..160 --points 63,64,65,129 --tile 64x64" + SMALL),
+        ("drift_insufficient", "drift --backend emu --seq 64..128 --points 64,128 --tile 64x64 '--bound=growth.slope<=1'" + SMALL),
         ("bisect", "bisect --backend emu --seq 32..512 --dist diffuse --mask none --inject rowsum-bf16" + SMALL),
         ("audit", "audit --backend emu --quick --seq 1024" + SMALL),
         ("softmax", "softmax --backend emu --vocab 3000 --rows 2 --chunk 1024"),
@@ -43,6 +43,15 @@ def commands(work):
         ("formats_show", "formats show e5m2"),
         ("backends", "backends"),
     ]
+
+
+def make_inputs(work):
+    """kl's two [N, V] logit files and scan's one tensor: seeded, non-constant values."""
+    rng = np.random.default_rng(20261201)
+    base = rng.normal(size=(8, 64)).astype(np.float32) * 3
+    np.save(f"{work}/base.npy", base)
+    np.save(f"{work}/cand.npy", (base + rng.normal(size=base.shape).astype(np.float32) * 0.01))
+    np.save(f"{work}/w.npy", rng.normal(size=(32, 64)).astype(np.float32))
 
 
 def flatten(v, path="", out=None):
@@ -72,11 +81,7 @@ def main():
     old, new = sys.argv[1], sys.argv[2]
     work = sys.argv[3] if len(sys.argv) > 3 else "/tmp/numprobe_json_diff"
     os.makedirs(work, exist_ok=True)
-    rng = np.random.default_rng(20261201)
-    base = rng.normal(size=(8, 64)).astype(np.float32) * 3
-    np.save(f"{work}/base.npy", base)
-    np.save(f"{work}/cand.npy", (base + rng.normal(size=base.shape).astype(np.float32) * 0.01))
-    np.save(f"{work}/w.npy", rng.normal(size=(32, 64)).astype(np.float32))
+    make_inputs(work)
     total_diff = 0
     for name, args in commands(work):
         rc_old, a = run(old, args)
