@@ -20,6 +20,7 @@
 #include "numprobe/core/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
+#include "numprobe/formats/packing.hpp"
 #include "src/formats/rne_block_quantizer.hpp"
 #include "src/metrics/quant_error_sums.hpp"
 
@@ -61,8 +62,10 @@ typed_input store(const std::vector<double>& x, nd::element_storage type) {
         break;
       }
       case nd::element_storage::m_f16: {
-        const auto h = static_cast<_Float16>(static_cast<float>(v));
-        t.values.push_back(static_cast<double>(static_cast<float>(h)));
+        // Rounded through float, as a float tensor cast to half would be. f16_bits, not
+        // _Float16: clang < 15 has no _Float16 on x86.
+        const std::uint16_t h = nf::f16_bits(static_cast<float>(v));
+        t.values.push_back(nf::f16_value(h));
         const auto* p = reinterpret_cast<const std::byte*>(&h);
         t.bytes.insert(t.bytes.end(), p, p + 2);
         break;
