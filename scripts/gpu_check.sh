@@ -36,7 +36,7 @@ elif [[ -d .carry/include/toml++ ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$PWD/.carr
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNUMPROBE_ENABLE_CUDA=ON \
     -DNUMPROBE_ENABLE_HIP=OFF -DNUMPROBE_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
   cmake --build "$BUILD_DIR" -j "$JOBS" --target test_gpu gpu_attention_bench test_gpu_quant_decode gpu_quant_bench \
-    numprobe_cuda_plugin test_gpu_plugin test_gpu_softmax numprobe
+    numprobe_cuda_plugin test_gpu_plugin test_gpu_softmax numprobe abi_overhead_bench
 } > "$OUT/build.log" 2>&1
 if [[ $? -eq 0 ]]; then RESULT[build]=ok; else RESULT[build]=FAILED; tail -40 "$OUT/build.log"; fi
 # The CLI is needed only for the drift run; a failure there does not stop the rest.
@@ -207,11 +207,24 @@ if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip growth; then
   tail -30 "$OUT/growth_false_alarms.txt"
 fi
 
+# -------------------------------------------------------------- plugin-ABI overhead
+# The built-in kernels are registered through kernel_abi.h: per-call cost of that path against
+# the direct entry, same kernel and inputs, in one process (bench/gpu_abi/abi_overhead_bench.cpp).
+if [[ ${RESULT[build]} == ok ]] && ! skip abi; then
+  stamp "abi overhead"
+  timeout 300 "$BUILD_DIR/bench/abi_overhead_bench" ${ABI_ITERS:-400} > "$OUT/abi_bench.txt" 2>&1
+  rc=$?
+  cat "$OUT/abi_bench.txt"
+  RESULT[abi]="rc=$rc, $(grep '^bench abi' "$OUT/abi_bench.txt" |
+    sed -E 's/.*op=([^ ]+).* direct_us=([0-9.]+) abi_us=([0-9.]+) ratio=([0-9.]+)( .*verdict=([A-Za-z]+))?.*/\1 \2->\3us x\4 \6/' |
+    tr '\n' ';')"
+fi
+
 # -------------------------------------------------------------- summary (last)
 echo
 echo "==================== numprobe gpu_check summary ===================="
 printf "%-12s %s\n" "device" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-for k in build build_cli tests accuracy memcheck racecheck drift quant_cli run_default torch_sdpa_drift audit growth quant_exact decode quant_decode_tests memcheck_q racecheck_q; do
+for k in build build_cli tests accuracy memcheck racecheck drift quant_cli run_default torch_sdpa_drift audit growth quant_exact decode quant_decode_tests memcheck_q racecheck_q abi; do
   [[ -n "${RESULT[$k]:-}" ]] && printf "%-12s %s\n" "$k" "${RESULT[$k]}"
 done
 if [[ -f "$OUT/bench.txt" ]]; then

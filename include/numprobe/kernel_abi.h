@@ -14,6 +14,19 @@
  *   int      numprobe_attention_decode(const numprobe_decode_params*);   NUMPROBE_OP_DECODE
  *   int      numprobe_quantize(const numprobe_quantize_params*);          NUMPROBE_OP_QUANTIZE
  *   const char* numprobe_kernel_last_error(void);   message for the last non-zero status
+ *   int      numprobe_attention_forward_variant(const numprobe_attention_params*,
+ *                                               const numprobe_kernel_variant*);
+ *                                                    NUMPROBE_FEATURE_VARIANTS (see below)
+ *
+ * Additions within ABI version 1 (no struct above changed; a plugin built before them loads
+ * and runs unchanged, and numprobe never calls an entry a plugin did not advertise):
+ *   - NUMPROBE_FEATURE_VARIANTS and numprobe_attention_forward_variant: the forward call with
+ *     a kernel variant (a plugin-defined variant bit set, e.g. an injected fault, and a
+ *     requested tile shape). numprobe's built-in GPU kernels take their --inject faults (the
+ *     GPU bits of numprobe's fault table) and --tile through it.
+ *   - numprobe_kernel_table: the exports as one table of function pointers, for a kernel
+ *     library linked into numprobe itself. numprobe registers its built-in GPU kernels from
+ *     such a table (no dlopen) and checks it exactly as it checks a loaded plugin.
  *
  * Loading: numprobe dlopen()s the library, calls numprobe_kernel_abi_version() and refuses any
  * value other than its own NUMPROBE_KERNEL_ABI_VERSION, then reads the capabilities and refuses
@@ -107,6 +120,7 @@ typedef enum numprobe_memory {
 #define NUMPROBE_FEATURE_SOFTCAP 0x1u /* honours softcap > 0 */
 #define NUMPROBE_FEATURE_LSE 0x2u     /* writes lse when lse.data != NULL */
 #define NUMPROBE_FEATURE_BATCH 0x4u   /* accepts batch > 1 */
+#define NUMPROBE_FEATURE_VARIANTS 0x8u /* exports numprobe_attention_forward_variant */
 
 typedef struct numprobe_tensor {
   void* data;                         /* host or device pointer, see `memory` */
@@ -175,12 +189,37 @@ typedef struct numprobe_quantize_params {
   void* stream;
 } numprobe_quantize_params;
 
+/* A kernel variant for numprobe_attention_forward_variant. variant 0 and tile 0x0 are the
+ * kernel numprobe_attention_forward runs. A variant or tile the plugin does not have is refused
+ * with NUMPROBE_STATUS_UNSUPPORTED (and a message), never silently replaced. */
+typedef struct numprobe_kernel_variant {
+  uint32_t struct_size; /* sizeof(numprobe_kernel_variant) */
+  uint32_t variant;     /* plugin-defined bits; numprobe's GPU kernels: the fault table's GPU bits */
+  int32_t tile_q;       /* requested query/key tile of the kernel; 0 and 0: the plugin's default */
+  int32_t tile_k;
+} numprobe_kernel_variant;
+
 typedef uint32_t (*numprobe_kernel_abi_version_fn)(void);
 typedef int (*numprobe_kernel_capabilities_fn)(numprobe_capabilities*);
 typedef int (*numprobe_attention_forward_fn)(const numprobe_attention_params*);
 typedef int (*numprobe_attention_decode_fn)(const numprobe_decode_params*);
 typedef int (*numprobe_quantize_fn)(const numprobe_quantize_params*);
 typedef const char* (*numprobe_kernel_last_error_fn)(void);
+typedef int (*numprobe_attention_forward_variant_fn)(const numprobe_attention_params*,
+                                                     const numprobe_kernel_variant*);
+
+/* The exports of a kernel library as one table (a library linked into numprobe; see the
+ * additions above). Optional entries are NULL when absent; the rules on them are the exports'. */
+typedef struct numprobe_kernel_table {
+  uint32_t struct_size; /* sizeof(numprobe_kernel_table) */
+  numprobe_kernel_abi_version_fn abi_version;             /* required */
+  numprobe_kernel_capabilities_fn capabilities;           /* required */
+  numprobe_attention_forward_fn attention_forward;        /* required */
+  numprobe_attention_decode_fn attention_decode;          /* NUMPROBE_OP_DECODE */
+  numprobe_quantize_fn quantize;                          /* NUMPROBE_OP_QUANTIZE */
+  numprobe_kernel_last_error_fn last_error;               /* optional */
+  numprobe_attention_forward_variant_fn forward_variant;  /* NUMPROBE_FEATURE_VARIANTS */
+} numprobe_kernel_table;
 
 #ifdef __cplusplus
 } /* extern "C" */

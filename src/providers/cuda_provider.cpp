@@ -10,11 +10,13 @@
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/formats/format.hpp"
+#include "src/kernels/gpu/builtin_kernel_table.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/gpu_resident.hpp"
 #include "src/providers/gpu_decode_knobs.hpp"
 #include "src/providers/gpu_faults.hpp"
 #include "src/providers/host_dtype.hpp"
+#include "src/providers/plugin_library.hpp"
 
 namespace numprobe {
 namespace {
@@ -51,16 +53,21 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The forward-with-residency entry of the backend compiled for this vendor (null: none).
-const gpu::resident_api* resident_api_for(const std::string& vendor) {
+// The entries of the backend compiled for this vendor (null: none): the forward with residency,
+// and the built-in kernels as a plugin ABI table (kernel_abi.h).
+struct vendor_entries {
+  const gpu::resident_api* resident = nullptr;
+  const numprobe_kernel_table* table = nullptr;
+};
+vendor_entries entries_for(const std::string& vendor) {
 #if NUMPROBE_HAVE_CUDA
-  if (vendor == "cuda") return &gpu::cuda_resident_api();
+  if (vendor == "cuda") return {&gpu::cuda_resident_api(), &gpu::cuda_builtin_kernel_table()};
 #endif
 #if NUMPROBE_HAVE_HIP
-  if (vendor == "hip") return &gpu::hip_resident_api();
+  if (vendor == "hip") return {&gpu::hip_resident_api(), &gpu::hip_builtin_kernel_table()};
 #endif
   (void)vendor;
-  return nullptr;
+  return {};
 }
 
 class gpu_attention_provider final : public attention_provider {
@@ -105,6 +112,17 @@ class gpu_attention_provider final : public attention_provider {
       }
     }
     m_kernel = api.attention_kernel_facts(m_path, 128);
+    // The forward kernel is registered through the plugin ABI, as a user plugin is: the
+    // linked-in table is loaded by the plugin library (version, entries and capabilities
+    // checked), and every forward launch is its numprobe_attention_forward_variant (--inject and
+    // --tile as the variant) on numprobe's device-resident buffers. The split-KV decode keeps
+    // its direct entry: its knobs (--split-size, FP8 KV and P, --acc-promote, windows) have no
+    // field in numprobe_decode_params (include/numprobe/kernel_abi.h, additions within version 1).
+    if (const numprobe_kernel_table* table = entries_for(vendor).table) {
+      m_abi = std::make_unique<plugin::library>(*table, "built-in " + vendor + " kernels", o.device);
+      if (m_abi->forward_variant() == nullptr)
+        throw_backend_error("--backend " + vendor, "the built-in kernel table has no forward variant entry");
+    }
   }
 
   [[nodiscard]] std::string name() const override {
@@ -211,6 +229,7 @@ class gpu_attention_provider final : public attention_provider {
       req.kv_rows = c.batch * c.seq;
     }
     const double convert_s = seconds_since(t0);
+    req.abi_forward = m_abi ? m_abi->forward_variant() : nullptr;
     gpu::resident_timing t;
     const gpu::attention_result res = m_resident_api->forward(r, req, &t);
     std::copy(res.o.begin(), res.o.end(), out.o.begin());
@@ -339,7 +358,8 @@ class gpu_attention_provider final : public attention_provider {
   const gpu::decode_api* m_decode = nullptr;
   // Forward path (run_forward): the 16-bit host copies of the inputs' storage and their device
   // copies, kept across calls; totals of where the time went (metadata "forward_timing").
-  const gpu::resident_api* m_resident_api = resident_api_for(m_api.vendor);
+  const gpu::resident_api* m_resident_api = entries_for(m_api.vendor).resident;
+  std::unique_ptr<plugin::library> m_abi;  // the built-in kernel table (kernel_abi.h)
   struct host_copies {
     attention_inputs::shared_values q, k, v;
     bool fp16 = false;

@@ -2,11 +2,13 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+
+#include <cstring>
 #include <memory>
 
 #include "numprobe/core/error.hpp"
 #include "src/core/quoted_text.hpp"
-#if NUMPROBE_HAVE_CUDA
+#if NUMPROBE_HAVE_CUDA || NUMPROBE_HAVE_HIP
 #include "src/kernels/gpu/gpu_api.hpp"
 #endif
 
@@ -28,8 +30,15 @@ library::library(std::string path, int device) : m_path(std::move(path)), m_devi
   }
 }
 
+library::library(const numprobe_kernel_table& table, std::string name, int device)
+    : m_path(std::move(name)), m_device(device), m_table(&table) {
+  if (table.struct_size < sizeof(numprobe_kernel_table))
+    throw_backend_error(place(), "the kernel table is smaller than this numprobe's numprobe_kernel_table");
+  load();
+}
+
 library::~library() {
-#if NUMPROBE_HAVE_CUDA
+#if NUMPROBE_HAVE_CUDA || NUMPROBE_HAVE_HIP
   if (m_dm && m_stream) static_cast<const gpu::device_memory_api*>(m_dm)->destroy_stream(m_stream);
 #endif
   if (m_handle) ::dlclose(m_handle);
@@ -41,8 +50,24 @@ std::string library::place(const char* fn) const {
 
 template <class F>
 F library::symbol(const char* fn, bool required) {
-  dlerror();
-  void* s = ::dlsym(m_handle, fn);
+  void* s = nullptr;
+  if (m_table) {
+    // The table's entry of that export name.
+    const numprobe_kernel_table& t = *m_table;
+    const std::pair<const char*, void*> entries[] = {
+        {"numprobe_kernel_abi_version", reinterpret_cast<void*>(t.abi_version)},
+        {"numprobe_kernel_capabilities", reinterpret_cast<void*>(t.capabilities)},
+        {"numprobe_attention_forward", reinterpret_cast<void*>(t.attention_forward)},
+        {"numprobe_attention_decode", reinterpret_cast<void*>(t.attention_decode)},
+        {"numprobe_quantize", reinterpret_cast<void*>(t.quantize)},
+        {"numprobe_kernel_last_error", reinterpret_cast<void*>(t.last_error)},
+        {"numprobe_attention_forward_variant", reinterpret_cast<void*>(t.forward_variant)}};
+    for (const auto& [name, ptr] : entries)
+      if (std::strcmp(name, fn) == 0) s = ptr;
+  } else {
+    dlerror();
+    s = ::dlsym(m_handle, fn);
+  }
   if (!s && required) throw_backend_error(place(fn), "the plugin does not export this required function");
   return reinterpret_cast<F>(s);
 }
@@ -78,17 +103,18 @@ void library::load() {
   if (caps.ops & NUMPROBE_OP_DECODE)
     m_decode = symbol<numprobe_attention_decode_fn>("numprobe_attention_decode", true);
   if (caps.ops & NUMPROBE_OP_QUANTIZE) (void)symbol<numprobe_quantize_fn>("numprobe_quantize", true);
+  if (caps.features & NUMPROBE_FEATURE_VARIANTS)
+    m_forward_variant = symbol<numprobe_attention_forward_variant_fn>("numprobe_attention_forward_variant", true);
   if (caps.memory == NUMPROBE_MEMORY_CUDA) {
 #if NUMPROBE_HAVE_CUDA
-    const auto* dm = &gpu::cuda_device_memory_api();
-    if (dm->device_count() == 0)
-      throw_backend_error(place("numprobe_kernel_capabilities"),
-                          "the plugin wants CUDA device memory and no CUDA device is visible");
-    m_dm = dm;
-    m_stream = dm->create_stream(m_device);
+    use_device_memory(gpu::cuda_device_memory_api(), "CUDA");
 #else
     throw_backend_error(place("numprobe_kernel_capabilities"),
                         "the plugin wants CUDA device memory; no CUDA backend compiled into this numprobe");
+#endif
+#if NUMPROBE_HAVE_HIP
+  } else if (caps.memory == NUMPROBE_MEMORY_HIP) {
+    use_device_memory(gpu::hip_device_memory_api(), "HIP");
 #endif
   } else if (caps.memory != NUMPROBE_MEMORY_HOST) {
     throw_backend_error(place("numprobe_kernel_capabilities"),
@@ -98,6 +124,16 @@ void library::load() {
                                                                        : fmt::format("memory#{}", caps.memory)));
   }
 }
+
+#if NUMPROBE_HAVE_CUDA || NUMPROBE_HAVE_HIP
+void library::use_device_memory(const gpu::device_memory_api& dm, const char* vendor) {
+  if (dm.device_count() == 0)
+    throw_backend_error(place("numprobe_kernel_capabilities"),
+                        fmt::format("the plugin wants {} device memory and no {} device is visible", vendor, vendor));
+  m_dm = &dm;
+  m_stream = dm.create_stream(m_device);
+}
+#endif
 
 call_result library::invoke(call& c) {
   call_result r;
@@ -119,7 +155,7 @@ call_result library::invoke(call& c) {
   if (m_caps.caps.memory == NUMPROBE_MEMORY_HOST) {
     run_all(nullptr);
   } else {
-#if NUMPROBE_HAVE_CUDA
+#if NUMPROBE_HAVE_CUDA || NUMPROBE_HAVE_HIP
     // numprobe allocates device buffers, copies the inputs, poisons the outputs, passes device
     // pointers and its own stream, synchronises that stream and reads back.
     const auto* dm = static_cast<const gpu::device_memory_api*>(m_dm);

@@ -1,5 +1,6 @@
 #pragma once
-// One loaded kernel plugin (numprobe/kernel_abi.h) and one call into it. The same code runs in
+// One loaded kernel plugin (numprobe/kernel_abi.h) and one call into it; or a kernel library
+// linked into numprobe, given as its table of the same functions (the built-in GPU kernels). The same code runs in
 // numprobe's process (`plugin-inproc:PATH`) and in the plugin worker process (`plugin:PATH`,
 // plugin_worker.hpp): loading checks the ABI version and the required symbols; a call stages
 // device memory for CUDA-memory plugins. Every refusal names the plugin file and the function.
@@ -8,6 +9,10 @@
 #include <vector>
 
 #include "numprobe/kernel_abi.h"
+
+namespace numprobe::gpu {
+struct device_memory_api;
+}
 
 namespace numprobe::plugin {
 
@@ -57,6 +62,10 @@ class library {
  public:
   // dlopen()s and checks the plugin; throws backend errors placed at "plugin PATH: FUNCTION".
   library(std::string path, int device);
+  // A kernel library linked into numprobe (the built-in GPU kernels' table,
+  // src/kernels/gpu/builtin_kernel_table.hpp): no dlopen, the same checks of the version, the
+  // required entries and the capabilities; `name` stands for PATH in every refusal.
+  library(const numprobe_kernel_table& table, std::string name, int device);
   ~library();
   library(const library&) = delete;
   library& operator=(const library&) = delete;
@@ -65,22 +74,28 @@ class library {
   // Runs the call (host pointers in `c`; staged to the device when the plugin wants CUDA memory).
   // Outputs are written into the regions' host buffers when the status is OK.
   [[nodiscard]] call_result invoke(call& c);
+  // numprobe_attention_forward_variant; null unless the capabilities say NUMPROBE_FEATURE_VARIANTS.
+  [[nodiscard]] numprobe_attention_forward_variant_fn forward_variant() const { return m_forward_variant; }
 
  private:
   [[nodiscard]] std::string place(const char* fn = nullptr) const;
   void load();
   template <class F>
   F symbol(const char* fn, bool required);
+  // A device-memory plugin: numprobe's stream and staging on `dm` (a gpu::device_memory_api).
+  void use_device_memory(const gpu::device_memory_api& dm, const char* vendor);
 
   std::string m_path;
   int m_device = 0;
   void* m_handle = nullptr;
+  const numprobe_kernel_table* m_table = nullptr;  // the linked-in form (no m_handle)
   void* m_stream = nullptr;
   const void* m_dm = nullptr;  // gpu::device_memory_api for CUDA-memory plugins
   capabilities m_caps;
   numprobe_attention_forward_fn m_forward = nullptr;
   numprobe_attention_decode_fn m_decode = nullptr;
   numprobe_kernel_last_error_fn m_last_error = nullptr;
+  numprobe_attention_forward_variant_fn m_forward_variant = nullptr;
 };
 
 }  // namespace numprobe::plugin

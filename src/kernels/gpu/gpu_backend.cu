@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <initializer_list>
+#include <type_traits>
 #include <memory>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "numprobe/base/error.hpp"
+#include "src/kernels/gpu/builtin_kernel_table.hpp"
 #include "src/kernels/gpu/flash_attention_dispatch.cuh"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/gpu_check.cuh"
@@ -174,11 +178,72 @@ kernel_facts kernel_facts_impl(attention_path path, std::int64_t /*head_dim*/) {
   return k;
 }
 
+// resident_request::abi_forward: the launch of `p` as a plugin-ABI call (dense device tensors,
+// the fault bits and the path's tile as the variant, the default stream). A failure rethrows the
+// table's own exception, so its exit code and text are the direct launch's.
+template <class T>
+void launch_through_abi(numprobe_attention_forward_variant_fn fn, const attention_request& r,
+                        const flash_params<T>& p) {
+  constexpr int dt = std::is_same_v<T, platform::fp16> ? NUMPROBE_DTYPE_F16 : NUMPROBE_DTYPE_BF16;
+  const auto tensor = [](const void* data, int dtype, std::initializer_list<std::int64_t> shape) {
+    numprobe_tensor t{};
+    t.data = const_cast<void*>(data);
+    t.dtype = dtype;
+    t.ndim = static_cast<std::int32_t>(shape.size());
+    t.scale = 1.f;
+    int i = 0;
+    for (const std::int64_t n : shape) t.shape[i++] = n;
+    std::int64_t stride = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      t.strides[d] = stride;
+      stride *= t.shape[d];
+    }
+    return t;
+  };
+  numprobe_attention_params a{};
+  a.struct_size = sizeof(a);
+  a.batch = r.batch;
+  a.queries = r.t;
+  a.seq = r.s;
+  a.heads = r.hq;
+  a.kv_heads = r.hkv;
+  a.head_dim = r.d;
+  a.scale = r.scale;  // already fp32: the table rounds it to the same float
+  a.softcap = r.softcap;
+  a.mask = static_cast<std::int32_t>(r.mask);  // gpu::attention_mask follows numprobe_mask's order
+  a.window = r.window;
+  a.case_dtype = dt;
+  a.q = tensor(p.q, dt, {r.batch * r.t, r.hq, r.d});
+  a.k = tensor(p.k, dt, {r.batch * r.s, r.hkv, r.d});
+  a.v = tensor(p.v, dt, {r.batch * r.s, r.hkv, r.d});
+  a.o = tensor(p.o, dt, {r.batch * r.t, r.hq, r.d});
+  a.lse = tensor(p.lse, NUMPROBE_DTYPE_F32, {r.batch * r.t, r.hq});
+#if NUMPROBE_GPU_HIP
+  a.memory = NUMPROBE_MEMORY_HIP;
+#else
+  a.memory = NUMPROBE_MEMORY_CUDA;
+#endif
+  a.device = r.device;
+  a.stream = nullptr;
+  numprobe_kernel_variant v{};
+  v.struct_size = sizeof(v);
+  v.variant = r.faults;
+  const bool mma = r.path == attention_path::m_mma && platform::has_mma_sync;
+  v.tile_q = mma ? k_mma_tile_q : k_scalar_tile_q;
+  v.tile_k = mma ? k_mma_tile_k : k_scalar_tile_k;
+  if (const int status = fn(&a, &v); status != NUMPROBE_STATUS_OK) {
+    if (const std::exception_ptr e = builtin_last_exception()) std::rethrow_exception(e);
+    throw_backend_error(platform::vendor, "numprobe_attention_forward_variant returned status " +
+                                              std::to_string(status));
+  }
+}
+
 // The kernel on device inputs q/k/v (the case's first B*T and B*S rows), the requested rows
 // of O and LSE gathered on the device and copied back. Outputs are poisoned first.
 template <class T>
 attention_result run_on_device(const attention_request& r, const T* q, const T* k, const T* v,
-                               resident_timing* timing) {
+                               resident_timing* timing,
+                               numprobe_attention_forward_variant_fn abi_forward = nullptr) {
   const std::int64_t nq = r.batch * r.t * r.hq * r.d;
   const std::int64_t n_lse = r.batch * r.t * r.hq;
   device_buffer o(nq * sizeof(T), "o"), lse(n_lse * sizeof(float), "lse");
@@ -217,7 +282,8 @@ attention_result run_on_device(const attention_request& r, const T* q, const T* 
 
   device_event start, stop;
   NUMPROBE_GPU_CHECK(EventRecord, start.get(), nullptr);
-  dispatch_flash<T>(p, static_cast<int>(r.d), r.faults, r.path, nullptr);
+  if (abi_forward) launch_through_abi(abi_forward, r, p);
+  else dispatch_flash<T>(p, static_cast<int>(r.d), r.faults, r.path, nullptr);
   NUMPROBE_GPU_CHECK(EventRecord, stop.get(), nullptr);
   NUMPROBE_GPU_CHECK(EventSynchronize, stop.get());
   float ms = 0.f;
@@ -329,9 +395,9 @@ attention_result resident_forward_impl(const attention_request& r, const residen
   if (timing) timing->upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.fp16)
     return run_on_device<platform::fp16>(r, st->q.as<platform::fp16>(), st->k.as<platform::fp16>(),
-                                         st->v.as<platform::fp16>(), timing);
+                                         st->v.as<platform::fp16>(), timing, in.abi_forward);
   return run_on_device<platform::bf16>(r, st->q.as<platform::bf16>(), st->k.as<platform::bf16>(),
-                                       st->v.as<platform::bf16>(), timing);
+                                       st->v.as<platform::bf16>(), timing, in.abi_forward);
 }
 
 void validate_request(const attention_request& r) {

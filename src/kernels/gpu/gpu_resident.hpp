@@ -6,6 +6,7 @@
 // rows of O and LSE come back. Plain C++ (no vendor headers), like gpu_api.hpp.
 #include <cstdint>
 
+#include "numprobe/kernel_abi.h"
 #include "src/kernels/gpu/gpu_api.hpp"
 
 namespace numprobe::gpu {
@@ -39,6 +40,11 @@ struct resident_request {
   // was uploaded; the caller bumps generation whenever the arrays behind the pointers change.
   resident_inputs* cache = nullptr;
   std::uint64_t generation = 0;
+  // Set: the kernel is launched through this plugin-ABI entry of the built-in kernel table
+  // (builtin_kernel_table.hpp) on numprobe_attention_params over the same device buffers, with
+  // attention_request::faults and the path's tile as the variant; the upload, poisoning, timing
+  // and row gathering around it are unchanged. Null: dispatch_flash directly.
+  numprobe_attention_forward_variant_fn abi_forward = nullptr;
 };
 
 // Timing of the last call, for the providers' metadata (seconds, host clock; kernel: events).
