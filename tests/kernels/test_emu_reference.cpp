@@ -47,7 +47,8 @@ std::vector<match_param> match_params() {
   for (auto [bq, bk] : tiles)
     for (std::int64_t s : tile_lengths(bk))
       for (bool e2 : {true, false}) {
-        auto add = [&](attention_case c) {
+        // bq and bk by init-capture: clang before 16 cannot capture structured bindings.
+        auto add = [&, bq = bq, bk = bk](attention_case c) {
           match_param prm{std::move(c), bq, bk, e2};
           // Short lengths make some shapes coincide (T = S/3 + 1 = S at S = 1): keep one.
           for (const auto& o : out)
