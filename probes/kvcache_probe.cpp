@@ -1,10 +1,18 @@
 // The FP8 KV-cache study (see kvcache_probe.hpp).
 //
-// Memory: the exact K and V of the longest context are generated once (double, as the
-// attention inputs hold them); every configuration then streams over them block by block,
-// quantizing each block three ways (clipped only, rounded only, both) into small buffers and
-// feeding three online-softmax states per query vector, so no quantized copy of the context is
-// kept. Lengths are nested prefixes: errors and outputs are read off at each length in one pass.
+// The attention is the double reference (reference::attention, mask none: every query vector
+// sees every cached key) of the T query vectors over the first n tokens of the exact, the
+// clipped-only, the rounded-only and the quantized K/V; the output error is
+// metrics::compare_attention's rel_rms against the exact K/V. The scale groups, their amax and
+// fp32 scales are the emulator's (src/kernels/emu/kv_scales.hpp), and the quantized cache is its
+// fp8 cache value; the study only adds the split of each element's error into clipping and
+// rounding, and the calibration of static scales on a prefix.
+//
+// Memory: the exact K and V of the longest context are held once (double, with the outlier
+// tokens); a configuration holds one quantized K and V of the context (its rounded-only values,
+// then patched into the quantized and the clipped-only ones) and a byte per element marking
+// the clipped ones. Lengths are nested prefixes: the errors are read off at each length in one
+// pass, and the attention runs on the prefixes of the same arrays.
 #include "probes/kvcache_probe.hpp"
 
 #include <algorithm>
@@ -14,11 +22,17 @@
 #include <fmt/ranges.h>
 #include <limits>
 #include <numeric>
+#include <span>
 
 #include "numprobe/core/attention_inputs.hpp"
+#include "numprobe/core/attention_output.hpp"
 #include "numprobe/core/error.hpp"
+#include "numprobe/core/memory_budget.hpp"
 #include "numprobe/core/rng.hpp"
+#include "numprobe/metrics/attention_errors.hpp"
+#include "numprobe/reference/attention.hpp"
 #include "probes/attention_probe.hpp"
+#include "src/kernels/emu/kv_scales.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -28,116 +42,27 @@ namespace numprobe::probes {
 namespace {
 
 using formats::format_id;
-constexpr std::int64_t k_block = 256;
 constexpr std::uint64_t k_outlier_stream = 0x6f75746c;  // "outl"
 
-// Online softmax state of every (query, head) for one variant of K/V.
-struct online_state {
-  std::int64_t d = 0;
-  std::vector<double> m, l, o;  // [n], [n], [n, d]
-  void reset(std::int64_t n, std::int64_t dim) {
-    d = dim;
-    m.assign(static_cast<std::size_t>(n), -std::numeric_limits<double>::infinity());
-    l.assign(static_cast<std::size_t>(n), 0.0);
-    o.assign(static_cast<std::size_t>(n * dim), 0.0);
-  }
-};
-
+// The study's context: T query vectors per head over S cached tokens (batch 1, mask none).
 struct study_case {
-  std::int64_t T = 0, Hq = 0, Hkv = 0, D = 0, group = 0;
-  double sm_scale = 0.0;
-  const double* k = nullptr;  // [S, Hkv, D]
-  const double* v = nullptr;
-  const std::vector<double>* q = nullptr;        // [T, Hq, D]
-  const std::vector<double>* factor = nullptr;   // [S] outlier multipliers
+  attention_case c;               // seq = the longest length
+  std::vector<std::int64_t> rows;  // query rows 0 .. T-1
+  std::vector<double> q;           // [T, Hq, D]
+  std::vector<double> k, v;        // exact K and V times the outlier factors, [S, Hkv, D]
+  emu::kv_shape shape;
+
+  // The reference attention over the first n tokens of k and v.
+  [[nodiscard]] attention_output attend(std::span<const double> kk, std::span<const double> vv, std::int64_t n) const {
+    attention_case p = c;
+    p.seq = n;
+    const auto len = static_cast<std::size_t>(n * shape.kv_heads * shape.head_dim);
+    return reference::attention(p, q, rows, kk.first(len), vv.first(len));
+  }
+  [[nodiscard]] double rel_rms(const attention_output& got, const attention_output& exact) const {
+    return metrics::compare_attention(got, exact, c.dtype).rel_rms;
+  }
 };
-
-// One block of keys [n, Hkv, D] into the state.
-void attend_block(online_state& st, const study_case& sc, const double* kb, const double* vb, std::int64_t n) {
-  const std::int64_t D = sc.D;
-  std::vector<double> s(static_cast<std::size_t>(n));
-  for (std::int64_t t = 0; t < sc.T; ++t)
-    for (std::int64_t h = 0; h < sc.Hq; ++h) {
-      const std::int64_t g = h / sc.group, idx = t * sc.Hq + h;
-      const double* q = sc.q->data() + idx * D;
-      double mx = -std::numeric_limits<double>::infinity();
-      for (std::int64_t j = 0; j < n; ++j) {
-        const double* kr = kb + (j * sc.Hkv + g) * D;
-        double dot = 0.0;
-        for (std::int64_t e = 0; e < D; ++e) dot += q[e] * kr[e];
-        s[static_cast<std::size_t>(j)] = dot * sc.sm_scale;
-        mx = std::max(mx, s[static_cast<std::size_t>(j)]);
-      }
-      double& m = st.m[static_cast<std::size_t>(idx)];
-      double& l = st.l[static_cast<std::size_t>(idx)];
-      double* o = st.o.data() + idx * D;
-      const double m_new = std::max(m, mx);
-      const double alpha = std::exp(m - m_new);  // m = -inf on the first block: alpha = 0
-      l *= alpha;
-      for (std::int64_t e = 0; e < D; ++e) o[e] *= alpha;
-      for (std::int64_t j = 0; j < n; ++j) {
-        const double p = std::exp(s[static_cast<std::size_t>(j)] - m_new);
-        l += p;
-        const double* vr = vb + (j * sc.Hkv + g) * D;
-        for (std::int64_t e = 0; e < D; ++e) o[e] += p * vr[e];
-      }
-      m = m_new;
-    }
-}
-
-std::vector<double> outputs(const online_state& st) {
-  std::vector<double> out(st.o.size());
-  for (std::size_t i = 0; i < st.l.size(); ++i)
-    for (std::int64_t e = 0; e < st.d; ++e)
-      out[i * static_cast<std::size_t>(st.d) + static_cast<std::size_t>(e)] =
-          st.o[i * static_cast<std::size_t>(st.d) + static_cast<std::size_t>(e)] / st.l[i];
-  return out;
-}
-
-double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
-  double n = 0, d = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    n += (got[i] - ref[i]) * (got[i] - ref[i]);
-    d += ref[i] * ref[i];
-  }
-  return d > 0 ? std::sqrt(n / d) : (n > 0 ? std::numeric_limits<double>::infinity() : 0.0);
-}
-
-std::int64_t scale_groups(emu::kv_scale_layout l, std::int64_t S, std::int64_t Hkv, std::int64_t D) {
-  switch (l) {
-    case emu::kv_scale_layout::m_tensor: return 1;
-    case emu::kv_scale_layout::m_head: return Hkv;
-    case emu::kv_scale_layout::m_channel: return Hkv * D;
-    case emu::kv_scale_layout::m_token: return S * Hkv;
-  }
-  return 1;
-}
-
-std::int64_t group_of(emu::kv_scale_layout l, std::int64_t pos, std::int64_t g, std::int64_t d, std::int64_t Hkv,
-                      std::int64_t D) {
-  switch (l) {
-    case emu::kv_scale_layout::m_tensor: return 0;
-    case emu::kv_scale_layout::m_head: return g;
-    case emu::kv_scale_layout::m_channel: return g * D + d;
-    case emu::kv_scale_layout::m_token: return pos * Hkv + g;
-  }
-  return 0;
-}
-
-// amax per scale group: static layouts over the calibration prefix, token over every token.
-std::vector<double> amax_groups(const double* x, const std::vector<double>& factor, emu::kv_scale_layout l,
-                                std::int64_t S, std::int64_t calib, std::int64_t Hkv, std::int64_t D) {
-  std::vector<double> a(static_cast<std::size_t>(scale_groups(l, S, Hkv, D)), 0.0);
-  const std::int64_t n = l == emu::kv_scale_layout::m_token ? S : calib;
-  for (std::int64_t pos = 0; pos < n; ++pos)
-    for (std::int64_t g = 0; g < Hkv; ++g)
-      for (std::int64_t d = 0; d < D; ++d) {
-        const double v = std::fabs(x[(pos * Hkv + g) * D + d] * factor[static_cast<std::size_t>(pos)]);
-        double& slot = a[static_cast<std::size_t>(group_of(l, pos, g, d, Hkv, D))];
-        slot = std::max(slot, v);
-      }
-  return a;
-}
 
 // Per-length sums of one tensor: energy, clipped count, clip and round squared errors.
 struct tensor_sums {
@@ -156,38 +81,61 @@ struct tensor_sums {
   }
 };
 
-struct variant_blocks {
-  std::vector<double> clip, round, both;
+// One tensor (K or V) of one configuration through the fp8 cache. `cache` starts as the
+// rounded-only values (rounded with an unbounded exponent range); `clipped` marks the elements
+// whose rounding leaves the format's range; `at` holds the sums at every length.
+struct quantized_tensor {
+  const std::vector<double>* exact = nullptr;
+  std::vector<double> scales;  // per scale group
+  std::vector<double> cache;
+  std::vector<std::uint8_t> clipped;
+  std::vector<tensor_sums> at;
+
+  [[nodiscard]] double scale_of(const emu::kv_shape& sh, emu::kv_scale_layout l, std::size_t i) const {
+    const auto e = static_cast<std::int64_t>(i);
+    const std::int64_t d = e % sh.head_dim, g = (e / sh.head_dim) % sh.kv_heads, pos = e / (sh.head_dim * sh.kv_heads);
+    return scales[static_cast<std::size_t>(emu::kv_scale_index(l, sh, 0, pos, g, d))];
+  }
+  // The quantized cache: the clipped elements saturate, as the emulator's cache writes them.
+  void saturate_clipped(const emu::kv_shape& sh, emu::kv_scale_layout l, format_id f) {
+    for (std::size_t i = 0; i < cache.size(); ++i)
+      if (clipped[i]) {
+        const double s = scale_of(sh, l, i);
+        cache[i] = emu::kv_code(f, (*exact)[i], s) * s;
+      }
+  }
+  // From the quantized cache, the clipped-only one: exact values where nothing clipped.
+  void restore_unclipped() {
+    for (std::size_t i = 0; i < cache.size(); ++i)
+      if (!clipped[i]) cache[i] = (*exact)[i];
+  }
 };
 
-// Quantizes rows [p0, p1) of x (times the outlier factor) three ways, adding to the sums.
-// Returns the number of elements clipped in the block.
-std::int64_t quantize_block(const double* x, const std::vector<double>& factor, std::int64_t p0, std::int64_t p1,
-                            std::int64_t Hkv, std::int64_t D, emu::kv_scale_layout layout,
-                            const std::vector<double>& scales, format_id f, double fmax, variant_blocks& out,
-                            tensor_sums& sums) {
-  const std::int64_t clipped_before = sums.clipped;
-  const std::size_t n = static_cast<std::size_t>((p1 - p0) * Hkv * D);
-  out.clip.resize(n);
-  out.round.resize(n);
-  out.both.resize(n);
-  std::size_t i = 0;
-  for (std::int64_t pos = p0; pos < p1; ++pos) {
-    const double fac = factor[static_cast<std::size_t>(pos)];
-    for (std::int64_t g = 0; g < Hkv; ++g)
-      for (std::int64_t d = 0; d < D; ++d, ++i) {
-        const double v = x[(pos * Hkv + g) * D + d] * fac;
-        const double s = scales[static_cast<std::size_t>(group_of(layout, pos, g, d, Hkv, D))];
-        const double y = v / s;
+// Rounds x (the whole context) against its scales, marking clipped elements and reading the sums
+// off at every length.
+void quantize(const study_case& sc, emu::kv_scale_layout layout, format_id f, const std::vector<std::int64_t>& seqs,
+              quantized_tensor& out) {
+  const std::vector<double>& x = *out.exact;
+  const double fmax = formats::info(f).max_finite;
+  const emu::kv_shape& sh = sc.shape;
+  out.cache.resize(x.size());
+  out.clipped.assign(x.size(), 0);
+  out.at.clear();
+  tensor_sums sums;
+  std::size_t i = 0, si = 0;
+  for (std::int64_t pos = 0; pos < sh.seq; ++pos) {
+    for (std::int64_t g = 0; g < sh.kv_heads; ++g)
+      for (std::int64_t d = 0; d < sh.head_dim; ++d, ++i) {
+        const double v = x[i];
+        const double s = out.scales[static_cast<std::size_t>(emu::kv_scale_index(layout, sh, 0, pos, g, d))];
         const double lim = fmax * s;
         // Clipped: the value rounds past the format's max (a value within half a step above max
         // rounds to max anyway, as it can with an fp32 scale of amax / max: that is rounding).
-        const double yr = round_unbounded(f, y);
+        const double yr = round_unbounded(f, v / s);
         const bool clipped = std::fabs(yr) > fmax;
         const double r = yr * s;
-        out.clip[i] = clipped ? std::copysign(lim, v) : v;
-        out.round[i] = r;
-        out.both[i] = clipped ? std::copysign(lim, v) : r;
+        out.cache[i] = r;
+        out.clipped[i] = clipped ? 1 : 0;
         sums.energy += v * v;
         if (clipped) {
           ++sums.clipped;
@@ -196,9 +144,28 @@ std::int64_t quantize_block(const double* x, const std::vector<double>& factor, 
           sums.round_sq += (r - v) * (r - v);
         }
       }
+    sums.elements += sh.kv_heads * sh.head_dim;
+    if (si < seqs.size() && pos + 1 == seqs[si]) {
+      out.at.push_back(sums);
+      ++si;
+    }
   }
-  sums.elements += static_cast<std::int64_t>(n);
-  return sums.clipped - clipped_before;
+}
+
+// Configurations run side by side, each holding a quantized K and V of the context: no more
+// of them than the memory budget holds (the exact K/V are held once besides).
+int config_threads(const study_case& sc, std::size_t configs) {
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  threads = std::min<int>(threads, static_cast<int>(std::max<std::size_t>(configs, 1)));
+  const double elems = static_cast<double>(sc.k.size());
+  const double per_config = 2.0 * elems * (sizeof(double) + 1.0);
+  const double budget = memory_budget_bytes() - 2.0 * elems * sizeof(double);
+  if (memory_budget_bytes() > 0 && per_config > 0)
+    threads = std::clamp<int>(static_cast<int>(std::min(budget / per_config, 1e6)), 1, threads);
+  return threads;
 }
 
 }  // namespace
@@ -257,66 +224,40 @@ kvcache_result run_kvcache(const kvcache_options& o) {
   r.calib_tokens = o.calib == 0 ? S : std::min(o.calib, S);
   r.outlier_positions = kv_outlier_positions(o, S);
 
-  const attention_inputs in(c, false);
-  std::vector<std::int64_t> qrows(static_cast<std::size_t>(c.queries));
-  std::iota(qrows.begin(), qrows.end(), 0);
-  const std::vector<double> q = in.q_rows(qrows);
-  std::vector<double> factor(static_cast<std::size_t>(S), 1.0);
-  for (auto p : r.outlier_positions) factor[static_cast<std::size_t>(p)] = o.outlier_scale;
-
   study_case sc;
-  sc.T = c.queries;
-  sc.Hq = c.heads;
-  sc.Hkv = c.kv_heads;
-  sc.D = c.head_dim;
-  sc.group = c.group();
-  sc.sm_scale = c.softmax_scale();
-  sc.k = in.k().data();
-  sc.v = in.v().data();
-  sc.q = &q;
-  sc.factor = &factor;
-  const std::int64_t rowlen = sc.Hkv * sc.D, nvec = sc.T * sc.Hq;
-
-  // Block boundaries: every k_block tokens and every length.
-  std::vector<std::int64_t> cuts;
-  for (std::int64_t p = 0, si = 0; p < S;) {
-    std::int64_t next = std::min(p + k_block, S);
-    while (si < static_cast<std::int64_t>(seqs.size()) && seqs[static_cast<std::size_t>(si)] <= p) ++si;
-    if (si < static_cast<std::int64_t>(seqs.size())) next = std::min(next, seqs[static_cast<std::size_t>(si)]);
-    cuts.push_back(next);
-    p = next;
+  sc.c = c;
+  sc.shape = {1, S, c.kv_heads, c.head_dim};
+  sc.rows.resize(static_cast<std::size_t>(c.queries));
+  std::iota(sc.rows.begin(), sc.rows.end(), 0);
+  {
+    const attention_inputs in(c, false);
+    sc.q = in.q_rows(sc.rows);
+    std::vector<double> factor(static_cast<std::size_t>(S), 1.0);
+    for (auto p : r.outlier_positions) factor[static_cast<std::size_t>(p)] = o.outlier_scale;
+    const std::int64_t rowlen = c.kv_heads * c.head_dim;
+    const auto k = in.k(), v = in.v();
+    sc.k.resize(k.size());
+    sc.v.resize(v.size());
+    for (std::int64_t pos = 0; pos < S; ++pos)
+      for (std::int64_t e = 0; e < rowlen; ++e) {
+        const auto i = static_cast<std::size_t>(pos * rowlen + e);
+        sc.k[i] = k[i] * factor[static_cast<std::size_t>(pos)];
+        sc.v[i] = v[i] * factor[static_cast<std::size_t>(pos)];
+      }
   }
 
   // Exact outputs at every length.
-  std::vector<std::vector<double>> exact(seqs.size());
-  {
-    online_state st;
-    st.reset(nvec, sc.D);
-    std::vector<double> kb, vb;
-    std::int64_t p0 = 0;
-    std::size_t si = 0;
-    for (std::int64_t p1 : cuts) {
-      kb.resize(static_cast<std::size_t>((p1 - p0) * rowlen));
-      vb.resize(kb.size());
-      for (std::int64_t pos = p0; pos < p1; ++pos)
-        for (std::int64_t e = 0; e < rowlen; ++e) {
-          kb[static_cast<std::size_t>((pos - p0) * rowlen + e)] = sc.k[pos * rowlen + e] * factor[static_cast<std::size_t>(pos)];
-          vb[static_cast<std::size_t>((pos - p0) * rowlen + e)] = sc.v[pos * rowlen + e] * factor[static_cast<std::size_t>(pos)];
-        }
-      attend_block(st, sc, kb.data(), vb.data(), p1 - p0);
-      if (si < seqs.size() && p1 == seqs[si]) exact[si++] = outputs(st);
-      p0 = p1;
-    }
-  }
+  std::vector<attention_output> exact;
+  for (std::int64_t s : seqs) exact.push_back(sc.attend(sc.k, sc.v, s));
 
-  // Scales per layout (amax once per layout; the format and multiplier only rescale them).
+  // amax per layout, once (the format and multiplier only rescale it).
   struct layout_amax {
     std::vector<double> k, v;
   };
   std::vector<layout_amax> amax(o.layouts.size());
   for (std::size_t li = 0; li < o.layouts.size(); ++li) {
-    amax[li].k = amax_groups(sc.k, factor, o.layouts[li], S, r.calib_tokens, sc.Hkv, sc.D);
-    amax[li].v = amax_groups(sc.v, factor, o.layouts[li], S, r.calib_tokens, sc.Hkv, sc.D);
+    amax[li].k = emu::kv_amax(o.layouts[li], sc.shape, sc.k, r.calib_tokens);
+    amax[li].v = emu::kv_amax(o.layouts[li], sc.shape, sc.v, r.calib_tokens);
   }
 
   struct config {
@@ -328,66 +269,58 @@ kvcache_result run_kvcache(const kvcache_options& o) {
       for (std::size_t mi = 0; mi < o.multipliers.size(); ++mi) configs.push_back({fi, li, mi});
   r.points.resize(configs.size() * seqs.size());
 
-#pragma omp parallel for schedule(dynamic, 1)
+  // One configuration per thread; the reference inside runs on that thread alone.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(config_threads(sc, configs.size()))
   for (std::int64_t ci = 0; ci < static_cast<std::int64_t>(configs.size()); ++ci) {
     const config cf = configs[static_cast<std::size_t>(ci)];
     const format_id f = o.formats[cf.fi];
     const auto layout = o.layouts[cf.li];
     const double mult = o.multipliers[cf.mi];
-    const double fmax = formats::info(f).max_finite;
-    auto scales_of = [&](const std::vector<double>& a) {
-      std::vector<double> s(a.size());
-      // s = mult * amax / max_finite, held in fp32 as kernels hold scales (amax 0: scale 1).
-      for (std::size_t i = 0; i < a.size(); ++i)
-        s[i] = a[i] > 0 ? static_cast<double>(static_cast<float>(mult * a[i] / fmax)) : 1.0;
-      return s;
+    quantized_tensor kq, vq;
+    kq.exact = &sc.k;
+    vq.exact = &sc.v;
+    for (double a : amax[cf.li].k) kq.scales.push_back(emu::kv_scale(f, a, mult));
+    for (double a : amax[cf.li].v) vq.scales.push_back(emu::kv_scale(f, a, mult));
+    quantize(sc, layout, f, seqs, kq);
+    quantize(sc, layout, f, seqs, vq);
+    auto point = [&](std::size_t si) -> kvcache_point& {
+      return r.points[static_cast<std::size_t>(ci) * seqs.size() + si];
     };
-    const auto ks = scales_of(amax[cf.li].k), vs = scales_of(amax[cf.li].v);
-    online_state st_clip, st_round, st_both;
-    st_clip.reset(nvec, sc.D);
-    st_round.reset(nvec, sc.D);
-    st_both.reset(nvec, sc.D);
-    variant_blocks kb, vb;
-    tensor_sums ksum, vsum;
-    std::int64_t p0 = 0;
-    std::size_t si = 0;
-    double short_round = 0.0;
-    // Until the first clipped element, the quantized K/V equal the rounded-only ones: the
-    // "both" state is the "round" state and is not updated separately.
-    bool both_is_round = true;
-    for (std::int64_t p1 : cuts) {
-      const std::int64_t clipped = quantize_block(sc.k, factor, p0, p1, sc.Hkv, sc.D, layout, ks, f, fmax, kb, ksum) +
-                                   quantize_block(sc.v, factor, p0, p1, sc.Hkv, sc.D, layout, vs, f, fmax, vb, vsum);
-      if (both_is_round && clipped > 0) {
-        st_both = st_round;
-        both_is_round = false;
-      }
-      attend_block(st_clip, sc, kb.clip.data(), vb.clip.data(), p1 - p0);
-      attend_block(st_round, sc, kb.round.data(), vb.round.data(), p1 - p0);
-      if (!both_is_round) attend_block(st_both, sc, kb.both.data(), vb.both.data(), p1 - p0);
-      if (si < seqs.size() && p1 == seqs[si]) {
-        kvcache_point& pt = r.points[static_cast<std::size_t>(ci) * seqs.size() + si];
-        pt.format = f;
-        pt.layout = layout;
-        pt.multiplier = mult;
-        pt.seq = p1;
-        pt.outlier_tokens = static_cast<std::int64_t>(
-            std::lower_bound(r.outlier_positions.begin(), r.outlier_positions.end(), p1) - r.outlier_positions.begin());
-        pt.k = ksum.error();
-        pt.v = vsum.error();
-        pt.out_clip_rel_rms = rel_rms(outputs(st_clip), exact[si]);
-        pt.out_round_rel_rms = rel_rms(outputs(st_round), exact[si]);
-        pt.out_rel_rms = both_is_round ? pt.out_round_rel_rms : rel_rms(outputs(st_both), exact[si]);
-        // Default bound: twice the rounding-only error of the same configuration at the shortest
-        // length (a same-precision baseline, as drift's ratio criterion): the error a cache of
-        // this format and layout gives where nothing has grown yet.
-        if (si == 0) short_round = pt.out_round_rel_rms;
-        pt.bound = o.bound ? *o.bound : 2.0 * short_round;
-        pt.fails = !(pt.out_rel_rms <= pt.bound);
-        pt.dominant = pt.out_clip_rel_rms >= pt.out_round_rel_rms ? "clipping" : "rounding";
-        ++si;
-      }
-      p0 = p1;
+    // Where nothing clipped up to a length, the quantized K/V are the rounded-only ones there and
+    // the clipped-only ones the exact ones: no attention is run for them.
+    auto clips = [&](std::size_t si) { return kq.at[si].clipped + vq.at[si].clipped > 0; };
+    for (std::size_t si = 0; si < seqs.size(); ++si) {
+      kvcache_point& pt = point(si);
+      pt.format = f;
+      pt.layout = layout;
+      pt.multiplier = mult;
+      pt.seq = seqs[si];
+      pt.outlier_tokens = static_cast<std::int64_t>(
+          std::lower_bound(r.outlier_positions.begin(), r.outlier_positions.end(), pt.seq) - r.outlier_positions.begin());
+      pt.k = kq.at[si].error();
+      pt.v = vq.at[si].error();
+      pt.out_round_rel_rms = sc.rel_rms(sc.attend(kq.cache, vq.cache, pt.seq), exact[si]);
+      pt.out_rel_rms = pt.out_round_rel_rms;
+      pt.out_clip_rel_rms = 0.0;
+    }
+    if (clips(seqs.size() - 1)) {
+      kq.saturate_clipped(sc.shape, layout, f);
+      vq.saturate_clipped(sc.shape, layout, f);
+      for (std::size_t si = 0; si < seqs.size(); ++si)
+        if (clips(si)) point(si).out_rel_rms = sc.rel_rms(sc.attend(kq.cache, vq.cache, seqs[si]), exact[si]);
+      kq.restore_unclipped();
+      vq.restore_unclipped();
+      for (std::size_t si = 0; si < seqs.size(); ++si)
+        if (clips(si)) point(si).out_clip_rel_rms = sc.rel_rms(sc.attend(kq.cache, vq.cache, seqs[si]), exact[si]);
+    }
+    for (std::size_t si = 0; si < seqs.size(); ++si) {
+      kvcache_point& pt = point(si);
+      // Default bound: twice the rounding-only error of the same configuration at the shortest
+      // length (a same-precision baseline, as drift's ratio criterion): the error a cache of
+      // this format and layout gives where nothing has grown yet.
+      pt.bound = o.bound ? *o.bound : 2.0 * point(0).out_round_rel_rms;
+      pt.fails = !(pt.out_rel_rms <= pt.bound);
+      pt.dominant = pt.out_clip_rel_rms >= pt.out_round_rel_rms ? "clipping" : "rounding";
     }
   }
 

@@ -17,6 +17,7 @@
 #include "numprobe/core/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/emu/flash_mask.hpp"
+#include "src/kernels/emu/kv_scales.hpp"
 #include "src/kernels/emu/state_rounder.hpp"
 
 #ifdef _OPENMP
@@ -188,40 +189,20 @@ class flash_runner {
     return m_cfg.has(fault::m_gqa_mod) ? h % m_c.kv_heads : h / group;
   }
 
-  // fp8 KV: the amax of each scale group, indexed by scale_index().
+  // fp8 KV: the scale group of an element and the amax of each (src/kernels/emu/kv_scales.hpp,
+  // the rule the kvcache study shares).
+  [[nodiscard]] kv_shape kv_layout() const { return {m_c.batch, m_c.seq, m_c.kv_heads, m_c.head_dim}; }
   [[nodiscard]] std::int64_t scale_index(std::int64_t b, std::int64_t pos, std::int64_t g, std::int64_t d) const {
-    switch (m_cfg.fp8.kv_scale) {
-      case kv_scale_layout::m_tensor: return 0;
-      case kv_scale_layout::m_head: return g;
-      case kv_scale_layout::m_channel: return g * m_c.head_dim + d;
-      case kv_scale_layout::m_token: return (b * m_c.seq + pos) * m_c.kv_heads + g;
-    }
-    return 0;
+    return kv_scale_index(m_cfg.fp8.kv_scale, kv_layout(), b, pos, g, d);
   }
   [[nodiscard]] std::vector<double> amax_by_layout(std::span<const double> x) const {
-    const std::int64_t groups = m_cfg.fp8.kv_scale == kv_scale_layout::m_tensor ? 1
-                                : m_cfg.fp8.kv_scale == kv_scale_layout::m_head  ? m_c.kv_heads
-                                : m_cfg.fp8.kv_scale == kv_scale_layout::m_channel
-                                    ? m_c.kv_heads * m_c.head_dim
-                                    : m_c.batch * m_c.seq * m_c.kv_heads;
-    std::vector<double> amax(static_cast<std::size_t>(groups), 0.0);
-    for (std::int64_t b = 0; b < m_c.batch; ++b)
-      for (std::int64_t pos = 0; pos < m_c.seq; ++pos)
-        for (std::int64_t g = 0; g < m_c.kv_heads; ++g)
-          for (std::int64_t d = 0; d < m_c.head_dim; ++d) {
-            const double v = std::fabs(x[static_cast<std::size_t>(((b * m_c.seq + pos) * m_c.kv_heads + g) * m_c.head_dim + d)]);
-            double& a = amax[static_cast<std::size_t>(scale_index(b, pos, g, d))];
-            if (v > a) a = v;
-          }
-    return amax;
+    return kv_amax(m_cfg.fp8.kv_scale, kv_layout(), x);
   }
   // One element through the fp8 cache: quantized against its fp32 scale s = amax / max, then
   // dequantized by the kernel (kv-scale-ignored: codes read as if s were 1).
   [[nodiscard]] double through_fp8_cache(double x, double amax) const {
-    const double fmax = formats::info(m_cfg.fp8.kv_format).max_finite;
-    const double s = amax > 0 ? static_cast<double>(static_cast<float>(amax / fmax)) : 1.0;
-    const double code = formats::round_to(m_cfg.fp8.kv_format, x / s, formats::rounding::m_nearest_even,
-                                          formats::overflow::m_saturate);
+    const double s = kv_scale(m_cfg.fp8.kv_format, amax);
+    const double code = kv_code(m_cfg.fp8.kv_format, x, s);
     return m_cfg.has(fault::m_kv_scale_ignored) ? code : code * s;
   }
 

@@ -1,0 +1,71 @@
+// The runner and length layout the audit's class probes share (see audit_kit.hpp).
+#include "probes/audit_kit.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <numeric>
+
+#include "numprobe/core/error.hpp"
+#include "probes/bisect_families.hpp"
+
+namespace numprobe::probes::audit_kit {
+
+measured runner::run(audit_class& k, const attention_case& c, const std::string& change,
+                     const provider_options* po) {
+  measured m;
+  m.ran = true;
+  m.case_id = c.id();
+  try {
+    const auto& s = m_ctx.evaluate("audit", c, po ? *po : m_po, fmt::format("{}: {}", k.name, change));
+    m.step = s;
+    m_ctx.trace().back().decision = s.nan_count ? fmt::format("NaN/Inf x{}", s.nan_count)
+                                                : (s.failed ? "fails" : "passes");
+    k.steps.push_back(s.index);
+  } catch (const error& e) {
+    if (e.code() != exit_code::m_backend) throw;
+    m.error = true;
+    m.message = e.what();
+    m_errors.push_back({k.name, m.case_id, m.message});
+  }
+  k.cases.push_back(m.case_id);
+  return m;
+}
+
+std::string runner::describe(const measured& m) const {
+  if (!m.ran) return "not run";
+  if (m.error) return fmt::format("{}: backend error ({})", m.case_id, m.message);
+  const bisect_step& s = m.step;
+  if (s.nan_count) return fmt::format("{}: NaN/Inf in {} elements [step {}]", m.case_id, s.nan_count, s.index);
+  const bound& b = m_ctx.bounds().front();
+  return fmt::format("{}: {} {:.3g} ({} {}) [step {}]", m.case_id, b.metric, s.gate_value,
+                     s.failed ? "breaks" : "holds", b.text(), s.index);
+}
+
+bool contrast(const measured& probe, const measured& control) {
+  if (!probe.failed() || !control.ran || control.error) return false;
+  if (!control.failed()) return true;
+  return !control.nonfinite() && (probe.nonfinite() || probe.step.rel_rms >= 10.0 * control.step.rel_rms);
+}
+
+std::int64_t layout::quiet(std::int64_t n) const {
+  std::int64_t m = k_unknown_quantum;
+  if (tile_k > 0) m = tile_q > 0 ? std::lcm(tile_q, tile_k) : tile_k;
+  if (m > n && tile_k > 0) m = tile_k;
+  return std::max<std::int64_t>(m, (n + m - 1) / m * m);
+}
+
+attention_case family(const attention_case& base, const layout& L, std::int64_t seq, input_dist d, mask_kind m) {
+  attention_case c = reduced_case(base);
+  c.seq = seq;
+  c.queries = L.decode ? L.decode_queries : 0;
+  c.dist = d;
+  c.mask = m;
+  c.window = 0;
+  c.ranges.clear();
+  c.softcap = 0.0;
+  return c;
+}
+
+void verdict(audit_class& k, bool fail) { k.verdict = fail ? "fail" : "pass"; }
+
+}  // namespace numprobe::probes::audit_kit
