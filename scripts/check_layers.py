@@ -29,11 +29,7 @@ SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cu", ".cuh", ".inc")
 # introduced (issue 16). Each entry is (including file, included file), both relative to the
 # root; they are reported as "pending" and do not fail the check. Remove an entry as soon as
 # its include is gone: the check warns about entries that no longer match anything.
-KNOWN_PENDING = {
-    # formats -> core: the error type moved to base. The file's rewrite (rne_block_quantizer.cpp)
-    # includes numprobe/base/error.hpp; remove this entry when it lands.
-    ("src/formats/fast_quantize.cpp", "include/numprobe/core/error.hpp"),
-}
+KNOWN_PENDING: set = set()  # empty since the rne_block_quantizer rewrite landed
 # ------------------------------------------------------------ END KNOWN PENDING EXCEPTIONS
 
 
