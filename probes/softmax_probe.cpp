@@ -11,9 +11,6 @@
 #include "numprobe/metrics/kl.hpp"
 #include "probes/attention_probe.hpp"  // json_number
 #include "probes/drift_probe.hpp"      // drift_lengths
-#include "probes/softmax_exec.hpp"
-#include "probes/softmax_gpu.hpp"
-#include "src/kernels/emu/looped_softmax.hpp"
 
 namespace numprobe::probes {
 namespace {
@@ -22,71 +19,6 @@ using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
-
-class ref_softmax final : public softmax_kernel {
- public:
-  std::string name() const override { return "ref"; }
-  std::int64_t chunk() const override { return 0; }
-  softmax_output run(const softmax_case& c, std::span<const double> logits,
-                     std::span<const std::int64_t> rows) override {
-    return reference::softmax(c, logits, rows);
-  }
-};
-
-class emu_softmax final : public softmax_kernel {
- public:
-  explicit emu_softmax(const softmax_kernel_options& o) : m_opts(o) {
-    m_cfg.chunk = o.chunk;
-    m_cfg.exp2 = o.exp2;
-    if (o.chunk < 1 || o.chunk > (std::int64_t{1} << 24))
-      throw_input_error("--chunk", fmt::format("must be in [1, 2^24], got {}", o.chunk));
-    for (const auto& f : o.faults) {
-      const emu::fault ff = emu::parse_fault(f);
-      if (!emu::softmax_fault_supported(ff))
-        throw_input_error("--inject", fmt::format("fault '{}' does not apply to softmax (it has "
-                                                  "no-empty-guard, rowsum-bf16, finite-sentinel)", f));
-      m_cfg.faults.push_back(ff);
-    }
-    auto probe_states = m_cfg.states;  // validate names and dtypes before any work
-    for (const auto& [n, d] : o.states)
-      emu::set_softmax_state(probe_states, n, formats::parse_format(d, "--state " + n));
-  }
-  std::string name() const override { return m_cfg.describe(m_input); }
-  std::int64_t chunk() const override { return m_cfg.chunk; }
-  softmax_output run(const softmax_case& c, std::span<const double> logits,
-                     std::span<const std::int64_t> rows) override {
-    m_input = c.dtype;
-    m_cfg.states = emu::default_softmax_states(c.dtype);
-    for (const auto& [n, d] : m_opts.states)
-      emu::set_softmax_state(m_cfg.states, n, formats::parse_format(d, "--state " + n));
-    std::vector<std::int64_t> targets;
-    for (auto r : rows) targets.push_back(softmax_target(c, r));
-    const emu::softmax_params prm{c.vocab, c.temperature, c.softcap, targets};
-    auto res = emu::looped_softmax(logits, prm, m_cfg);
-    softmax_output out;
-    out.rows.assign(rows.begin(), rows.end());
-    out.vocab = c.vocab;
-    out.p = std::move(res.p);
-    out.logp = std::move(res.logp);
-    out.lse = std::move(res.lse);
-    out.ce = std::move(res.ce);
-    return out;
-  }
-  nlohmann::json metadata() const override {
-    nlohmann::json st = nlohmann::json::object();
-    for (auto n : emu::softmax_state_names())
-      st[std::string(n)] = std::string(formats::name(emu::get_softmax_state(m_cfg.states, n)));
-    std::vector<std::string> faults;
-    for (auto f : m_cfg.faults) faults.emplace_back(emu::to_string(f));
-    return {{"chunk", m_cfg.chunk}, {"states", st}, {"exp", m_cfg.exp2 ? "exp2 with log2(e) prescale" : "exp"},
-            {"faults", faults}};
-  }
-
- private:
-  softmax_kernel_options m_opts;
-  emu::looped_softmax_config m_cfg;
-  formats::format_id m_input = formats::format_id::m_bf16;
-};
 
 // Neumaier's compensated sum (KL over 256K entries must not drown in its own rounding).
 struct neumaier {
@@ -104,22 +36,6 @@ void update_max(double& m, double v) {
 }
 
 }  // namespace
-
-std::unique_ptr<softmax_kernel> make_softmax_kernel(const softmax_kernel_options& o) {
-  if (o.exec_worker && o.backend.rfind("exec:", 0) != 0 && o.backend.rfind("exec-worker:", 0) != 0)
-    throw_input_error("--exec-worker", fmt::format("applies to an exec:CMD backend, not '{}'", o.backend));
-  if (o.backend == "ref") {
-    if (!o.faults.empty()) throw_input_error("--inject", "the ref backend has no faults; use --backend emu");
-    return std::make_unique<ref_softmax>();
-  }
-  if (o.backend == "emu") return std::make_unique<emu_softmax>(o);
-  if (o.backend == "cuda") return make_cuda_softmax_kernel(o);
-  if (o.backend.rfind("exec:", 0) == 0 || o.backend.rfind("exec-worker:", 0) == 0)
-    return make_exec_softmax_kernel(o);
-  if (o.backend == "hip")
-    throw_backend_error("--backend " + o.backend, "no HIP softmax provider in this build");
-  throw_input_error("--backend", fmt::format("unknown softmax backend '{}' (available: ref|emu|cuda|exec:CMD|exec-worker:CMD)", o.backend));
-}
 
 softmax_errors compare_softmax(const softmax_output& cand, const softmax_output& ref, int topk) {
   softmax_errors e;
@@ -230,7 +146,7 @@ const std::vector<std::string>& softmax_metric_names() {
   return n;
 }
 
-softmax_point run_softmax_point(softmax_kernel& k, const softmax_case& c, const softmax_probe_options& o) {
+softmax_point run_softmax_point(softmax_provider& k, const softmax_case& c, const softmax_probe_options& o) {
   c.validate();
   softmax_point p;
   p.case_id = c.id();
@@ -259,7 +175,7 @@ softmax_point run_softmax_point(softmax_kernel& k, const softmax_case& c, const 
   return p;
 }
 
-softmax_sweep run_softmax_sweep(softmax_kernel& k, const softmax_sweep_options& o) {
+softmax_sweep run_softmax_sweep(softmax_provider& k, const softmax_sweep_options& o) {
   const auto t0 = clock_type::now();
   softmax_sweep s;
   s.kernel = k.name();

@@ -5,8 +5,6 @@
 // across chunk boundaries with a growth fit.
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -16,35 +14,12 @@
 #include "numprobe/core/bound.hpp"
 #include "numprobe/metrics/growth_fit.hpp"
 #include "numprobe/reference/softmax.hpp"
+#include "src/providers/softmax_provider.hpp"
 
 namespace numprobe::probes {
 
-// The implementation under test: `ref` (the double reference itself) or `emu` (the emulated
-// looped softmax kernel).
-class softmax_kernel {
- public:
-  virtual ~softmax_kernel() = default;
-  [[nodiscard]] virtual std::string name() const = 0;
-  [[nodiscard]] virtual std::int64_t chunk() const = 0;  // 0: not chunked
-  [[nodiscard]] virtual softmax_output run(const softmax_case& c, std::span<const double> logits,
-                                           std::span<const std::int64_t> rows) = 0;
-  [[nodiscard]] virtual nlohmann::json metadata() const { return nlohmann::json::object(); }
-};
-
-struct softmax_kernel_options {
-  std::string backend = "emu";               // ref | emu | cuda | exec:CMD
-  std::int64_t chunk = 1024;
-  std::map<std::string, std::string> states;  // NAME=DTYPE (x, m, l, out, lse)
-  std::vector<std::string> faults;
-  bool exp2 = false;
-  double exec_timeout_s = 60.0;  // exec:CMD (probes/softmax_exec.hpp)
-  bool keep_temp = false;
-  bool exec_worker = false;  // exec:CMD is a worker process for the whole sweep (exec-worker:CMD)
-};
-
-// Throws an input error naming the flag (unknown backend, fault, state) or a backend error
-// for GPU backends (not built for softmax yet).
-[[nodiscard]] std::unique_ptr<softmax_kernel> make_softmax_kernel(const softmax_kernel_options& o);
+// The implementation under test is a softmax_provider (src/providers/softmax_provider.hpp:
+// ref, emu, cuda, exec:CMD, exec-worker:CMD), made by make_softmax_provider.
 
 struct softmax_errors {
   std::int64_t elements = 0;
@@ -83,7 +58,7 @@ struct softmax_probe_options {
   bool end_to_end = true;
 };
 
-[[nodiscard]] softmax_point run_softmax_point(softmax_kernel& k, const softmax_case& c,
+[[nodiscard]] softmax_point run_softmax_point(softmax_provider& k, const softmax_case& c,
                                               const softmax_probe_options& o);
 
 struct softmax_sweep_options {
@@ -111,7 +86,7 @@ struct softmax_sweep {
   double seconds = 0.0;
 };
 
-[[nodiscard]] softmax_sweep run_softmax_sweep(softmax_kernel& k, const softmax_sweep_options& o);
+[[nodiscard]] softmax_sweep run_softmax_sweep(softmax_provider& k, const softmax_sweep_options& o);
 
 [[nodiscard]] const std::vector<std::string>& softmax_metric_names();
 [[nodiscard]] nlohmann::json to_json(const softmax_errors& e);

@@ -1,4 +1,5 @@
-// `numprobe backends`: compiled-in backends and visible devices.
+// `numprobe backends`: compiled-in backends (attention, softmax and quantize families) and
+// visible devices.
 #include <fmt/format.h>
 #include <memory>
 
@@ -8,8 +9,30 @@
 #include "src/providers/cuda_provider.hpp"
 #include "src/providers/hip_provider.hpp"
 #include "src/providers/provider.hpp"
+#include "src/providers/quant_provider.hpp"
+#include "src/providers/softmax_provider.hpp"
 
 namespace numprobe::cli {
+namespace {
+
+nlohmann::json to_json(const std::vector<backend_info>& backends) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& b : backends) arr.push_back({{"name", b.name}, {"description", b.description}});
+  return arr;
+}
+
+result::table to_table(const std::string& title, const std::vector<backend_info>& backends) {
+  result::table t{title, {"backend", "description"}, {}, false};
+  for (const auto& b : backends) t.rows.push_back({b.name, b.description});
+  return t;
+}
+
+void print_family(const std::string& title, const std::vector<backend_info>& backends) {
+  fmt::print("\n{}:\n", title);
+  for (const auto& b : backends) fmt::print("  {:<12} {}\n", b.name, b.description);
+}
+
+}  // namespace
 
 void setup_backends(CLI::App& app) {
   auto json = std::make_shared<report_flags>();
@@ -17,14 +40,16 @@ void setup_backends(CLI::App& app) {
   add_report_flags(sub, *json);
   sub->callback([json] {
     const auto backends = attention_backends();
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& b : backends) arr.push_back({{"name", b.name}, {"description", b.description}});
+    const auto softmax = softmax_backends();
+    const auto quant = quant_backends();
     // Devices of each GPU backend (empty when compiled out or none is visible).
     nlohmann::json devices = nlohmann::json::array();
     for (auto d : cuda_devices()) { d["backend"] = "cuda"; devices.push_back(d); }
     for (auto d : hip_devices()) { d["backend"] = "hip"; devices.push_back(d); }
     if (!json->to_stdout()) {
       for (const auto& b : backends) fmt::print("{:<8} {}\n", b.name, b.description);
+      print_family("softmax backends", softmax);
+      print_family("quantize backends (besides ref)", quant);
       fmt::print("\ndevices:\n");
       if (devices.empty()) fmt::print("  none visible (CPU backends only)\n");
       for (const auto& d : devices) fmt::print("  {}\n", d.dump());
@@ -32,13 +57,14 @@ void setup_backends(CLI::App& app) {
     result::check_result c;
     c.backend = "none";
     c.message = fmt::format("{} backends, {} devices visible", backends.size(), devices.size());
-    result::table bt{"backends", {"backend", "description"}, {}, false};
-    for (const auto& b : backends) bt.rows.push_back({b.name, b.description});
+    const result::table bt = to_table("backends", backends);
     result::table dt{"devices", {"backend", "device"}, {}, false};
     for (const auto& d : devices) dt.rows.push_back({d.value("backend", ""), d.dump()});
-    c.tables = {bt, dt, bt};
+    c.tables = {bt, to_table("softmax backends", softmax), to_table("quantize backends (besides ref)", quant), dt, bt};
     c.tables.back().data = true;
-    c.details["backends"] = arr;
+    c.details["backends"] = to_json(backends);  // the attention backends
+    c.details["softmax_backends"] = to_json(softmax);
+    c.details["quant_backends"] = to_json(quant);
     c.details["devices"] = devices;
     write_command_reports(*json, "backends", 0, std::move(c), 0);
   });

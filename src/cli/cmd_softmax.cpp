@@ -65,7 +65,7 @@ softmax_case make_softmax_case(const softmax_flags& f, std::int64_t vocab) {
   return c;
 }
 
-void print_point(const probes::softmax_point& p, const probes::softmax_kernel& k) {
+void print_point(const probes::softmax_point& p, const softmax_provider& k) {
   fmt::print("case      {}\n", p.case_id);
   fmt::print("backend   {}\n", k.name());
   fmt::print("rows      {} x {} entries ({} chunks)\n\n", p.rows, p.vocab, p.chunks);
@@ -152,7 +152,7 @@ void setup_softmax(CLI::App& app) {
       if (!probe_point.metric(b.metric) && b.metric.rfind("e2e.", 0) != 0 &&
           !(sweep && b.metric == "growth.slope"))
         throw_input_error("--bound", fmt::format("unknown metric '{}' for softmax", b.metric));
-    probes::softmax_kernel_options ko;
+    softmax_provider_options ko;
     ko.backend = f->backend;
     ko.chunk = f->chunk;
     ko.faults = f->inject;
@@ -166,7 +166,7 @@ void setup_softmax(CLI::App& app) {
         throw_input_error("--state", fmt::format("'{}' is not NAME=DTYPE", s));
       ko.states[s.substr(0, eq)] = s.substr(eq + 1);
     }
-    auto kernel = probes::make_softmax_kernel(ko);
+    auto kernel = make_softmax_provider(ko);
     probes::softmax_probe_options po;
     po.topk = f->topk;
     po.end_to_end = !f->no_e2e;

@@ -34,8 +34,8 @@ softmax_case make_case(const check_spec& s, std::int64_t vocab, std::int64_t chu
   return c;
 }
 
-std::unique_ptr<probes::softmax_kernel> make_kernel(const check_spec& s, const run_context& ctx) {
-  probes::softmax_kernel_options ko;
+std::unique_ptr<softmax_provider> make_provider(const check_spec& s, const run_context& ctx) {
+  softmax_provider_options ko;
   ko.backend = ctx.backend_override.empty() ? s.get_string("backend", "emu") : ctx.backend_override;
   // "best" for softmax: the emulated looped kernel (GPU softmax backends register their own
   // names; a scenario that wants one names it).
@@ -50,7 +50,7 @@ std::unique_ptr<probes::softmax_kernel> make_kernel(const check_spec& s, const r
       throw_input_error(s.place("state"), fmt::format("'{}' is not NAME=DTYPE", st));
     ko.states[st.substr(0, eq)] = st.substr(eq + 1);
   }
-  return probes::make_softmax_kernel(ko);
+  return make_softmax_provider(ko);
 }
 
 void run(const check_spec& s, const run_context& ctx, result::check_result& out) {
@@ -60,7 +60,7 @@ void run(const check_spec& s, const run_context& ctx, result::check_result& out)
   const std::int64_t lo = positive(sweep ? vocab.substr(0, dots) : vocab, s.place("vocab"));
   const std::int64_t hi = sweep ? positive(vocab.substr(dots + 2), s.place("vocab")) : lo;
   if (hi < lo) throw_input_error(s.place("vocab"), fmt::format("need A <= B in A..B, got {}..{}", lo, hi));
-  auto kernel = make_kernel(s, ctx);
+  auto kernel = make_provider(s, ctx);
   const softmax_case c = make_case(s, hi, std::max<std::int64_t>(kernel->chunk(), 1));
   probes::softmax_probe_options po;
   po.topk = static_cast<int>(s.get_int("topk", 5));

@@ -2,6 +2,7 @@
 // input with a one-line message naming the flag.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "support/run_command.hpp"
 
@@ -30,6 +31,21 @@ TEST(cli_softmax, emu_json_has_the_contract_fields_and_a_healthy_ratio) {
   EXPECT_EQ(j["result"]["top1"].get<double>(), 1.0);
   EXPECT_TRUE(j["result"].contains("end_to_end"));
   EXPECT_EQ(j["pass"], true);
+}
+
+// `backends` lists the softmax and quantize families beside the attention list (`backends`).
+TEST(cli_softmax, backends_lists_the_softmax_and_quant_families) {
+  const auto r = run_numprobe("backends --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = parse_or_fail(r.out);
+  const auto names = [&](const char* field) {
+    std::set<std::string> out;
+    for (const auto& b : j[field]) out.insert(b["name"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(names("softmax_backends"), (std::set<std::string>{"cuda", "emu", "exec", "exec-worker", "ref"}));
+  EXPECT_TRUE(names("quant_backends").count("exec"));
+  EXPECT_TRUE(names("backends").count("emu"));
 }
 
 TEST(cli_softmax, nan_from_a_fault_exits_1) {

@@ -26,7 +26,7 @@
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/reference/softmax.hpp"
-#include "probes/softmax_gpu.hpp"
+#include "src/providers/softmax_provider.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 
 namespace numprobe::gpu::testing {
@@ -123,12 +123,12 @@ check_result compare(const softmax_case& c, std::int64_t chunk, std::span<const 
   return r;
 }
 
-std::unique_ptr<probes::softmax_kernel> kernel(std::int64_t chunk, std::vector<std::string> faults = {}) {
-  probes::softmax_kernel_options o;
+std::unique_ptr<softmax_provider> kernel(std::int64_t chunk, std::vector<std::string> faults = {}) {
+  softmax_provider_options o;
   o.backend = "cuda";
   o.chunk = chunk;
   o.faults = std::move(faults);
-  return probes::make_softmax_kernel(o);
+  return make_softmax_provider(o);
 }
 
 struct outputs {
@@ -136,7 +136,7 @@ struct outputs {
   softmax_output got, ref;
 };
 
-outputs run(probes::softmax_kernel& k, const softmax_case& c) {
+outputs run(softmax_provider& k, const softmax_case& c) {
   std::vector<std::int64_t> rows(static_cast<std::size_t>(c.rows));
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
   const std::vector<double> x = softmax_logits(c, rows, true);
@@ -236,17 +236,17 @@ TEST(gpu_softmax_faults, each_fault_is_detected) {
 
 // Options the kernel cannot honour are input errors naming the flag (no device needed).
 TEST(gpu_softmax_options, refusals_name_the_flag) {
-  const auto refused = [](probes::softmax_kernel_options o, const std::string& flag) {
+  const auto refused = [](softmax_provider_options o, const std::string& flag) {
     o.backend = "cuda";
     try {
-      (void)probes::make_softmax_kernel(o);
+      (void)make_softmax_provider(o);
       ADD_FAILURE() << "accepted " << flag;
     } catch (const error& e) {
       EXPECT_EQ(e.code(), exit_code::m_input) << e.what();
       EXPECT_EQ(e.place(), flag) << e.what();
     }
   };
-  probes::softmax_kernel_options o;
+  softmax_provider_options o;
   o.faults = {"skip-rescale"};
   refused(o, "--inject");
   o = {};

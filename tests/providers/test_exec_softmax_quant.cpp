@@ -63,11 +63,11 @@ softmax_case small_softmax(softmax_mask mask = softmax_mask::m_none) {
 
 probes::softmax_point run_softmax_exec(const std::string& backend, const softmax_case& c,
                                        double timeout = 60.0, bool keep = false) {
-  probes::softmax_kernel_options ko;
+  softmax_provider_options ko;
   ko.backend = backend;
   ko.exec_timeout_s = timeout;
   ko.keep_temp = keep;
-  auto k = probes::make_softmax_kernel(ko);
+  auto k = make_softmax_provider(ko);
   probes::softmax_probe_options po;
   po.end_to_end = false;
   return probes::run_softmax_point(*k, c, po);
@@ -110,9 +110,9 @@ TEST(exec_softmax, worker_serves_every_case_with_one_process) {
   if (!have_numpy()) GTEST_SKIP() << "python3 with numpy not available";
   temp_scope tmp("softmax_worker");
   const std::string worker = "exec-worker:'" + python() + "' '" + source_path("examples/exec/worker.py") + "' ";
-  probes::softmax_kernel_options ko;
+  softmax_provider_options ko;
   ko.backend = worker + "numpy_softmax";
-  auto k = probes::make_softmax_kernel(ko);
+  auto k = make_softmax_provider(ko);
   EXPECT_EQ(k->name().rfind("exec-worker[", 0), 0u) << k->name();
   probes::softmax_probe_options po;
   po.end_to_end = false;
@@ -129,13 +129,13 @@ TEST(exec_softmax, worker_serves_every_case_with_one_process) {
   }
   EXPECT_EQ(k->metadata().at("worker_starts"), 1) << k->metadata().dump();
   ko.backend = worker + "numpy_softmax --probs-only";
-  auto kp = probes::make_softmax_kernel(ko);
+  auto kp = make_softmax_provider(ko);
   const auto probs = probes::run_softmax_point(*kp, small_softmax(softmax_mask::m_padding), po);
   EXPECT_GT(probs.kernel.lse_max_abs, 0.0) << "LSE derived from float32 p";
   EXPECT_LE(probs.kernel.lse_max_abs, 0x1p-24 * 1.01);
   // An adapter without main() for softmax: the case fails (exit 3), the worker stays up.
   ko.backend = worker + "'" + source_path("tests/providers/adapters/attention_only_adapter.py") + "'";
-  auto bad = probes::make_softmax_kernel(ko);
+  auto bad = make_softmax_provider(ko);
   try {
     (void)probes::run_softmax_point(*bad, small_softmax(), po);
     ADD_FAILURE() << "no error";

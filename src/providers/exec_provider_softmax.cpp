@@ -1,4 +1,12 @@
-#include "probes/softmax_exec.hpp"
+// `numprobe softmax --backend exec:'CMD'`: a user's softmax kernel as an external program, with
+// the file convention of the attention exec backend (examples/exec/README.md, "softmax"):
+//   in:  x.npy [R, V] logits (float32; float64 for f64 cases; exact in the case dtype, -inf at
+//        masked entries) and case.json (the case under the CLI's own names, row targets)
+//   out: y.npy [R, V] probabilities and/or logp.npy [R, V] log-probabilities (at least one;
+//        float32, float16, bf16 or float64), optional lse.npy [R] (natural log, -inf for a fully
+//        masked row). Without lse.npy the kernel's LSE is read off its own output at the row
+//        maximum: z_max - log p(argmax).
+// exec-worker:CMD (or --exec-worker) keeps one worker process for the whole sweep.
 
 #include <cmath>
 #include <filesystem>
@@ -11,8 +19,9 @@
 #include "src/providers/exec_provider_process.hpp"
 #include "src/providers/exec_provider_worker.hpp"
 #include "src/providers/knobs.hpp"
+#include "src/providers/softmax_provider.hpp"
 
-namespace numprobe::probes {
+namespace numprobe {
 namespace {
 
 std::string shape_text(const std::vector<std::uint64_t>& s) {
@@ -21,9 +30,9 @@ std::string shape_text(const std::vector<std::uint64_t>& s) {
   return out + "]";
 }
 
-class exec_softmax final : public softmax_kernel {
+class exec_softmax final : public softmax_provider {
  public:
-  explicit exec_softmax(const softmax_kernel_options& o) : m_opts(o) {
+  explicit exec_softmax(const softmax_provider_options& o) : m_opts(o) {
     const backend_spec spec = parse_backend_spec(o.backend);
     const std::string& kind = spec.kind;
     m_worker_mode = kind == "exec-worker" || o.exec_worker;
@@ -188,7 +197,7 @@ class exec_softmax final : public softmax_kernel {
     if (!m_opts.keep_temp) exec::remove_tree(dir);
   }
 
-  softmax_kernel_options m_opts;
+  softmax_provider_options m_opts;
   std::string m_command;
   std::vector<std::string> m_argv;
   std::string m_read;
@@ -199,8 +208,8 @@ class exec_softmax final : public softmax_kernel {
 
 }  // namespace
 
-std::unique_ptr<softmax_kernel> make_exec_softmax_kernel(const softmax_kernel_options& o) {
+std::unique_ptr<softmax_provider> make_exec_softmax_provider(const softmax_provider_options& o) {
   return std::make_unique<exec_softmax>(o);
 }
 
-}  // namespace numprobe::probes
+}  // namespace numprobe

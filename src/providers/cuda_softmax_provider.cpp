@@ -1,4 +1,7 @@
-#include "probes/softmax_gpu.hpp"
+// `numprobe softmax --backend cuda`: the GPU looped softmax kernel (src/kernels/gpu/
+// looped_softmax.cuh) behind the softmax_provider interface. Compiled in every build; without
+// CUDA its factory is a backend error (exit 3).
+#include "src/providers/softmax_provider.hpp"
 
 #include <fmt/format.h>
 
@@ -11,13 +14,13 @@
 #include "src/providers/gpu_faults.hpp"
 #endif
 
-namespace numprobe::probes {
+namespace numprobe {
 #if NUMPROBE_HAVE_CUDA
 namespace {
 
-class cuda_softmax final : public softmax_kernel {
+class cuda_softmax final : public softmax_provider {
  public:
-  explicit cuda_softmax(const softmax_kernel_options& o) : m_chunk(o.chunk) {
+  explicit cuda_softmax(const softmax_provider_options& o) : m_chunk(o.chunk) {
     if (o.chunk < 1 || o.chunk > (std::int64_t{1} << 24))
       throw_input_error("--chunk", fmt::format("must be in [1, 2^24], got {}", o.chunk));
     if (!o.states.empty())
@@ -97,7 +100,7 @@ class cuda_softmax final : public softmax_kernel {
 }  // namespace
 #endif
 
-std::unique_ptr<softmax_kernel> make_cuda_softmax_kernel(const softmax_kernel_options& o) {
+std::unique_ptr<softmax_provider> make_cuda_softmax_provider(const softmax_provider_options& o) {
 #if NUMPROBE_HAVE_CUDA
   return std::make_unique<cuda_softmax>(o);
 #else
@@ -106,4 +109,4 @@ std::unique_ptr<softmax_kernel> make_cuda_softmax_kernel(const softmax_kernel_op
 #endif
 }
 
-}  // namespace numprobe::probes
+}  // namespace numprobe
