@@ -28,12 +28,15 @@ def inputs(work):
 
 
 def commands(work):
+    # A file in the work folder, never /dev/null: numprobe writes reports atomically, and a
+    # numprobe before issue 16 renamed its temporary over the target, device or not.
+    out = f"{work}/out.json"
     return [
-        ("kl 512x32000", f"kl {work}/base.npy {work}/cand.npy --json /dev/null"),
-        ("scan 4096^2 nvfp4", f"scan {work}/w.npy --format nvfp4 --json /dev/null"),
-        ("scan 4096^2 int4-awq (quantize path)", f"scan {work}/w.npy --format int4-awq --json /dev/null"),
+        ("kl 512x32000", f"kl {work}/base.npy {work}/cand.npy --json {out}"),
+        ("scan 4096^2 nvfp4", f"scan {work}/w.npy --format nvfp4 --json {out}"),
+        ("scan 4096^2 int4-awq (quantize path)", f"scan {work}/w.npy --format int4-awq --json {out}"),
         ("drift emu 128..4096", "drift --backend emu --seq 128..4096 --points log:6 --heads 4 --kv-heads 2 "
-                                "--head-dim 64 --json /dev/null"),
+                                f"--head-dim 64 --json {out}"),
     ]
 
 

@@ -1,4 +1,3 @@
-#include "numprobe/core/result.hpp"
 #include "src/cli/case_options.hpp"
 
 #include <charconv>
@@ -11,6 +10,8 @@
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/core/memory_budget.hpp"
+#include "numprobe/core/result.hpp"
+#include "src/io/atomic_write.hpp"
 
 namespace numprobe::cli {
 
@@ -252,17 +253,8 @@ nlohmann::json json_envelope(const std::string& command, std::uint64_t seed) {
 }
 
 void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw_input_error(path, "cannot open for writing");
-    out << text;
-    if (!out.flush()) throw_input_error(path, "write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw_input_error(path, "cannot rename the temporary file into place");
-  }
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  io::detail::atomic_write(path, {std::span<const std::byte>(p, text.size())});
 }
 
 void write_json(const std::string& path, const nlohmann::json& doc) {

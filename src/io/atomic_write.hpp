@@ -1,7 +1,8 @@
 #pragma once
 // Writes a file so that readers see either the old file or the complete new one: the bytes
 // go to a temporary file in the same folder, which is flushed and then renamed over the
-// target (rename is atomic within a file system).
+// target (rename is atomic within a file system). A target that exists and is not a regular
+// file (/dev/null, a FIFO) is written in place instead, so it stays what it is.
 #include <cstddef>
 #include <filesystem>
 #include <span>
