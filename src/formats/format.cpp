@@ -36,36 +36,42 @@ constexpr format_info make_float(format_id id, std::string_view nm, int bits, in
                      std::ldexp(mn, -mb), -mx, dflt};
 }
 
-const std::array<format_info, 16> k_formats = [] {
-  using o = overflow;
-  using n = nan_style;
-  std::array<format_info, 16> t{};
-  t[0] = make_float(format_id::m_f64, "f64", 64, 64, 11, 52, 1023, true, n::m_ieee, o::m_inf);
-  t[1] = make_float(format_id::m_f32, "f32", 32, 32, 8, 23, 127, true, n::m_ieee, o::m_inf);
-  t[2] = make_float(format_id::m_tf32, "tf32", 19, 32, 8, 10, 127, true, n::m_ieee, o::m_inf);
-  t[3] = make_float(format_id::m_bf16, "bf16", 16, 16, 8, 7, 127, true, n::m_ieee, o::m_inf);
-  t[4] = make_float(format_id::m_f16, "f16", 16, 16, 5, 10, 15, true, n::m_ieee, o::m_inf);
-  t[5] = make_float(format_id::m_e4m3fn, "e4m3fn", 8, 8, 4, 3, 7, false, n::m_fn, o::m_nan);
-  t[6] = make_float(format_id::m_e4m3fnuz, "e4m3fnuz", 8, 8, 4, 3, 8, false, n::m_fnuz, o::m_nan);
-  t[7] = make_float(format_id::m_e5m2, "e5m2", 8, 8, 5, 2, 15, true, n::m_ieee, o::m_inf);
-  t[8] = make_float(format_id::m_e5m2fnuz, "e5m2fnuz", 8, 8, 5, 2, 16, false, n::m_fnuz, o::m_nan);
-  t[9] = make_float(format_id::m_e2m3, "e2m3", 6, 8, 2, 3, 1, false, n::m_none, o::m_saturate);
-  t[10] = make_float(format_id::m_e3m2, "e3m2", 6, 8, 3, 2, 3, false, n::m_none, o::m_saturate);
-  t[11] = make_float(format_id::m_e2m1, "e2m1", 4, 4, 2, 1, 1, false, n::m_none, o::m_saturate);
-  // e8m0: unsigned powers of two 2^-127 .. 2^127, 0xFF is NaN, no zero, no subnormals.
-  // Its default overflow is NaN because ml_dtypes' float8_e8m0fnu turns 2^128 and inf into
-  // 0xFF; MX scale rules that need clamping pass m_saturate explicitly.
-  t[12] = format_info{format_id::m_e8m0, "e8m0", 8, 8, 8, 0, 127, true, false, false,
-                      n::m_all_ones, std::ldexp(1.0, 127), std::ldexp(1.0, -127), 0.0, 0.0,
-                      o::m_nan};
-  t[13] = format_info{format_id::m_i8, "int8", 8, 8, 0, 7, 0, false, true, false, n::m_none,
-                      127.0, 1.0, 1.0, -128.0, o::m_saturate};
-  t[14] = format_info{format_id::m_i4, "int4", 4, 4, 0, 3, 0, false, true, false, n::m_none,
-                      7.0, 1.0, 1.0, -8.0, o::m_saturate};
-  t[15] = format_info{format_id::m_u4, "uint4", 4, 4, 0, 4, 0, false, false, false, n::m_none,
-                      15.0, 1.0, 1.0, 0.0, o::m_saturate};
-  return t;
-}();
+// Built on first use, not at static initialisation: a global elsewhere (a test's
+// `const double u = unit_roundoff(bf16)`) may be initialised first, and would read a table of
+// zeros (clang's link order did exactly that: u = 0.5 for bf16).
+const std::array<format_info, 16>& format_table() {
+  static const std::array<format_info, 16> table = [] {
+    using o = overflow;
+    using n = nan_style;
+    std::array<format_info, 16> t{};
+    t[0] = make_float(format_id::m_f64, "f64", 64, 64, 11, 52, 1023, true, n::m_ieee, o::m_inf);
+    t[1] = make_float(format_id::m_f32, "f32", 32, 32, 8, 23, 127, true, n::m_ieee, o::m_inf);
+    t[2] = make_float(format_id::m_tf32, "tf32", 19, 32, 8, 10, 127, true, n::m_ieee, o::m_inf);
+    t[3] = make_float(format_id::m_bf16, "bf16", 16, 16, 8, 7, 127, true, n::m_ieee, o::m_inf);
+    t[4] = make_float(format_id::m_f16, "f16", 16, 16, 5, 10, 15, true, n::m_ieee, o::m_inf);
+    t[5] = make_float(format_id::m_e4m3fn, "e4m3fn", 8, 8, 4, 3, 7, false, n::m_fn, o::m_nan);
+    t[6] = make_float(format_id::m_e4m3fnuz, "e4m3fnuz", 8, 8, 4, 3, 8, false, n::m_fnuz, o::m_nan);
+    t[7] = make_float(format_id::m_e5m2, "e5m2", 8, 8, 5, 2, 15, true, n::m_ieee, o::m_inf);
+    t[8] = make_float(format_id::m_e5m2fnuz, "e5m2fnuz", 8, 8, 5, 2, 16, false, n::m_fnuz, o::m_nan);
+    t[9] = make_float(format_id::m_e2m3, "e2m3", 6, 8, 2, 3, 1, false, n::m_none, o::m_saturate);
+    t[10] = make_float(format_id::m_e3m2, "e3m2", 6, 8, 3, 2, 3, false, n::m_none, o::m_saturate);
+    t[11] = make_float(format_id::m_e2m1, "e2m1", 4, 4, 2, 1, 1, false, n::m_none, o::m_saturate);
+    // e8m0: unsigned powers of two 2^-127 .. 2^127, 0xFF is NaN, no zero, no subnormals.
+    // Its default overflow is NaN because ml_dtypes' float8_e8m0fnu turns 2^128 and inf into
+    // 0xFF; MX scale rules that need clamping pass m_saturate explicitly.
+    t[12] = format_info{format_id::m_e8m0, "e8m0", 8, 8, 8, 0, 127, true, false, false,
+                        n::m_all_ones, std::ldexp(1.0, 127), std::ldexp(1.0, -127), 0.0, 0.0,
+                        o::m_nan};
+    t[13] = format_info{format_id::m_i8, "int8", 8, 8, 0, 7, 0, false, true, false, n::m_none,
+                        127.0, 1.0, 1.0, -128.0, o::m_saturate};
+    t[14] = format_info{format_id::m_i4, "int4", 4, 4, 0, 3, 0, false, true, false, n::m_none,
+                        7.0, 1.0, 1.0, -8.0, o::m_saturate};
+    t[15] = format_info{format_id::m_u4, "uint4", 4, 4, 0, 4, 0, false, false, false, n::m_none,
+                        15.0, 1.0, 1.0, 0.0, o::m_saturate};
+    return t;
+  }();
+  return table;
+}
 
 struct alias {
   std::string_view text;
@@ -102,9 +108,9 @@ constexpr alias k_aliases[] = {
 
 }  // namespace
 
-std::span<const format_info> all_formats() { return k_formats; }
+std::span<const format_info> all_formats() { return format_table(); }
 
-const format_info& info(format_id id) { return k_formats[static_cast<std::size_t>(id)]; }
+const format_info& info(format_id id) { return format_table()[static_cast<std::size_t>(id)]; }
 
 std::string_view name(format_id id) { return info(id).name; }
 
@@ -115,7 +121,7 @@ format_id parse_format(std::string_view text, const std::string& place) {
   for (const auto& a : k_aliases)
     if (a.text == lower) return a.id;
   std::string known;
-  for (const auto& f : k_formats) known += (known.empty() ? "" : ", ") + std::string(f.name);
+  for (const auto& f : format_table()) known += (known.empty() ? "" : ", ") + std::string(f.name);
   throw_input_error(place, "unknown number format '" + std::string(text) + "' (known: " + known +
                                ")");
 }
