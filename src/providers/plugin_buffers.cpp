@@ -35,13 +35,13 @@ std::string dtype_list(std::uint32_t mask) {
   return out.empty() ? "none" : out;
 }
 
-numprobe_mask abi_mask(mask_kind m) {
+int abi_mask(mask_kind m) {
   switch (m) {
     case mask_kind::m_none: return NUMPROBE_MASK_NONE;
     case mask_kind::m_causal: return NUMPROBE_MASK_CAUSAL;
     case mask_kind::m_causal_top_left: return NUMPROBE_MASK_CAUSAL_TOP_LEFT;
     case mask_kind::m_window: return NUMPROBE_MASK_WINDOW;
-    default: return static_cast<numprobe_mask>(-1);
+    default: return -1;  // not an enumerator: -1 cast to numprobe_mask would be undefined
   }
 }
 

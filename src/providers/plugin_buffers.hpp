@@ -18,8 +18,9 @@ namespace numprobe::plugin {
 [[nodiscard]] std::string dtype_name(int d);
 // "f32,bf16" for a dtype bit mask; "none" for 0.
 [[nodiscard]] std::string dtype_list(std::uint32_t mask);
-// The ABI mask of a case's mask; -1 for masks the ABI has no value for (ranges).
-[[nodiscard]] numprobe_mask abi_mask(mask_kind m);
+// The ABI mask of a case's mask (a numprobe_mask value); -1 for masks the ABI has no value for
+// (ranges). An int: -1 is no enumerator, and casting it to numprobe_mask would be undefined.
+[[nodiscard]] int abi_mask(mask_kind m);
 // A row-major tensor descriptor of `data`.
 [[nodiscard]] numprobe_tensor dense(void* data, int dtype, std::initializer_list<std::int64_t> shape);
 [[nodiscard]] std::size_t dtype_bytes(int d);

@@ -72,7 +72,7 @@ class plugin_provider final : public attention_provider {
     const dtypes picked = pick_dtypes(c, fn);
     const int in_dtype = picked.in, out_dtype = picked.out, native = picked.native;
     (void)native;
-    const numprobe_mask mask = abi_mask(c.mask);
+    const int mask = abi_mask(c.mask);
     if (mask < 0 || !(m_caps.masks & (1u << mask)))
       unsupported(fn, fmt::format("mask {}", to_string(c.mask)));
     if (m_caps.max_head_dim > 0 && c.head_dim > m_caps.max_head_dim)
@@ -100,7 +100,7 @@ class plugin_provider final : public attention_provider {
     p.head_dim = c.head_dim;
     p.scale = c.softmax_scale();
     p.softcap = c.softcap;
-    p.mask = mask;
+    p.mask = static_cast<numprobe_mask>(mask);  // checked above: an enumerator
     p.window = c.window;
     p.case_dtype = in_dtype;
     p.q = dense(qh.data(), in_dtype, {bt, c.heads, c.head_dim});

@@ -135,4 +135,24 @@ TEST(scenario_hostile, interrupted_run_records_the_checks_not_run) {
   EXPECT_EQ(rr.not_run[0], "quant:q2");
 }
 
+// The libFuzzer target found undefined behaviour inside toml++ 3.3: its whitespace lookup
+// reaches __builtin_unreachable() on most code points of three ranges (e.g. U+00E9 'e acute',
+// U+3001 ideographic comma), anywhere in the text. Those are refused by name and line before
+// the parser runs; code points the lookup does classify (U+00A0, U+3000 ideographic space, CJK
+// ideographs such as U+4E2D) still reach the parser.
+TEST(scenario_hostile, code_points_the_toml_parser_cannot_classify_are_refused) {
+  for (const auto& [bytes, name] : {std::pair<std::string, std::string>{"\xC3\xA9", "U+00E9"},
+                                    {"\xE3\x80\x81", "U+3001"},
+                                    {"\xEF\xBB\xBE", "U+FEFE"}}) {
+    const std::string text = "title = \"t\"\n" + bytes + "[[check]]\nname = \"q\"\nprobe = \"quant\"\n";
+    const auto msg = input_error([&] { (void)sc::parse_scenario(text, "u.toml"); });
+    EXPECT_EQ(msg.rfind("u.toml:2: TOML", 0), 0u) << msg;
+    EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  }
+  // Classified code points are not refused: in a string they parse as written.
+  const auto s = sc::parse_scenario("title = \"\xC2\xA0 \xE3\x80\x80 \xE4\xB8\xAD\"\n[[check]]\nname = \"q\"\n"
+                                    "probe = \"quant\"\n", "ok.toml");
+  EXPECT_EQ(s.checks.size(), 1u);
+}
+
 }  // namespace
