@@ -7,9 +7,11 @@
 //            numprobe_attention_forward_variant, loaded by plugin::library (abi, what
 //            `--backend cuda` runs now); and, for scale, the same table through
 //            plugin::library::invoke, which stages every buffer per call (`plugin-inproc:`).
-//   decode   T = 1, S = 1024, Hq 8, Hkv 2, D 128, bf16, 4 splits, host in and out: the direct
-//            decode_api (what `--backend cuda --decode` runs) against numprobe_attention_decode
-//            of the same table through plugin::library::invoke.
+//   decode   T = 1, S = 1024, Hq 8, Hkv 2, D 128, bf16, 4 splits, host in and out: decode_api
+//            with the launch direct against the same call with the launch as the built-in
+//            table's numprobe_attention_decode_variant, loaded by plugin::library (abi, what
+//            `--backend cuda --decode` runs now); and, for scale, numprobe_attention_decode of
+//            the same table through plugin::library::invoke (`plugin-inproc:`, decode_staged).
 // Calls alternate between the paths in blocks, so drift of clocks hits both; medians of host
 // wall time per call. One line per op: "bench abi op=... direct_us=... abi_us=... ratio=...".
 //
@@ -21,8 +23,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "numprobe/kernel_abi.h"
@@ -188,12 +192,33 @@ void bench_decode(int iters, int device, numprobe::plugin::library& lib) {
   dr.k = kf.data();
   dr.v = vf.data();
   const gpu::decode_api& api = gpu::cuda_decode_api();
-  const auto direct = [&] { (void)api.decode(dr); };
+  gpu::decode_request dr_abi = dr;
+  dr_abi.abi_decode = lib.decode_variant();
+  dr_abi.abi_last_error = lib.last_error();
+  if (!dr_abi.abi_decode) throw std::runtime_error("the built-in kernel table has no decode variant entry");
+  std::vector<double> ms_direct, ms_abi;
+  const auto direct = [&] { ms_direct.push_back(api.decode(dr).kernel_ms); };
+  const auto through_abi = [&] { ms_abi.push_back(api.decode(dr_abi).kernel_ms); };
+  bool same = true;
+  {
+    // Same kernels, same bits (O, LSE and the split LSE).
+    const auto a = api.decode(dr);
+    const auto b = api.decode(dr_abi);
+    same = a.o.size() == b.o.size() && a.lse.size() == b.lse.size() && a.split_lse.size() == b.split_lse.size() &&
+           std::memcmp(a.o.data(), b.o.data(), a.o.size() * 4) == 0 &&
+           std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4) == 0 &&
+           std::memcmp(a.split_lse.data(), b.split_lse.data(), a.split_lse.size() * 4) == 0;
+  }
+  const auto [us_direct, us_abi] = race(iters, direct, through_abi);
+  print("decode", "T=1 S=1024 Hq=8 Hkv=2 D=128 bf16 splits=4 host-in-out", us_direct, us_abi,
+        fmt::format(" kernel_ms_direct={:.4f} kernel_ms_abi={:.4f} bit_identical={} verdict={}", median(ms_direct),
+                    median(ms_abi), same ? "yes" : "no", same && us_abi <= 1.10 * us_direct ? "ok" : "REGRESSION"));
+
   numprobe::plugin::host_tensor qh(NUMPROBE_DTYPE_BF16, q), kh(NUMPROBE_DTYPE_BF16, k), vh(NUMPROBE_DTYPE_BF16, v);
   numprobe::plugin::host_tensor oh(NUMPROBE_DTYPE_BF16, static_cast<std::size_t>(hq * d));
   std::vector<float> lse(static_cast<std::size_t>(hq));
   std::int32_t seq_len = static_cast<std::int32_t>(s);
-  const auto abi = [&] {
+  const auto staged = [&] {
     numprobe::plugin::call c;
     c.is_decode = true;
     numprobe_decode_params p{};
@@ -219,9 +244,8 @@ void bench_decode(int iters, int device, numprobe::plugin::library& lib) {
                  {&seq_len, sizeof(seq_len), false}, {lse.data(), lse.size() * 4, true}};
     if (lib.invoke(c).status != NUMPROBE_STATUS_OK) std::abort();
   };
-  const auto [us_direct, us_abi] = race(iters, direct, abi);
-  print("decode", "T=1 S=1024 Hq=8 Hkv=2 D=128 bf16 splits=4 host-in-out", us_direct, us_abi,
-        " (cuda --decode keeps the direct entry)");
+  const auto [us_direct2, us_staged] = race(iters, direct, staged);
+  print("decode_staged", "T=1 S=1024 Hq=8 Hkv=2 D=128 bf16 splits=4 staged-per-call", us_direct2, us_staged, "");
 }
 
 }  // namespace

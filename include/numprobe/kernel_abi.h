@@ -17,6 +17,9 @@
  *   int      numprobe_attention_forward_variant(const numprobe_attention_params*,
  *                                               const numprobe_kernel_variant*);
  *                                                    NUMPROBE_FEATURE_VARIANTS (see below)
+ *   int      numprobe_attention_decode_variant(const numprobe_decode_params*,
+ *                                              const numprobe_decode_variant*);
+ *                                                    NUMPROBE_FEATURE_DECODE_VARIANTS
  *
  * Additions within ABI version 1 (no struct above changed; a plugin built before them loads
  * and runs unchanged, and numprobe never calls an entry a plugin did not advertise):
@@ -27,6 +30,13 @@
  *   - numprobe_kernel_table: the exports as one table of function pointers, for a kernel
  *     library linked into numprobe itself. numprobe registers its built-in GPU kernels from
  *     such a table (no dlopen) and checks it exactly as it checks a loaded plugin.
+ *   - NUMPROBE_FEATURE_DECODE_VARIANTS and numprobe_attention_decode_variant: the split-KV
+ *     decode with the serving knobs numprobe_decode_params has no field for (T queries per
+ *     sequence with a causal or window mask, a split size, an e4m3fn KV cache with per-tensor
+ *     or per-KV-head scales, FP8 P, the accumulator promotion, decode faults, the per-split LSE).
+ *     `--backend cuda --decode` launches its kernels through it. The table's `decode_variant`
+ *     entry is appended at its end: numprobe reads it only when the table's struct_size covers
+ *     it, so a table built before it still loads (without the entry).
  *
  * Loading: numprobe dlopen()s the library, calls numprobe_kernel_abi_version() and refuses any
  * value other than its own NUMPROBE_KERNEL_ABI_VERSION, then reads the capabilities and refuses
@@ -121,6 +131,7 @@ typedef enum numprobe_memory {
 #define NUMPROBE_FEATURE_LSE 0x2u     /* writes lse when lse.data != NULL */
 #define NUMPROBE_FEATURE_BATCH 0x4u   /* accepts batch > 1 */
 #define NUMPROBE_FEATURE_VARIANTS 0x8u /* exports numprobe_attention_forward_variant */
+#define NUMPROBE_FEATURE_DECODE_VARIANTS 0x10u /* exports numprobe_attention_decode_variant */
 
 typedef struct numprobe_tensor {
   void* data;                         /* host or device pointer, see `memory` */
@@ -199,6 +210,49 @@ typedef struct numprobe_kernel_variant {
   int32_t tile_k;
 } numprobe_kernel_variant;
 
+/* How a decode variant stores the K/V cache (numprobe_decode_variant::kv_storage). */
+typedef enum numprobe_kv_storage {
+  NUMPROBE_KV_INPUT = 0,          /* k, v in q's dtype */
+  NUMPROBE_KV_E4M3FN_TENSOR = 1,  /* k, v e4m3fn codes; value = code * scale[0] (fp32) */
+  NUMPROBE_KV_E4M3FN_HEAD = 2     /* k, v e4m3fn codes; value = code * scale[kv head] (fp32) */
+} numprobe_kv_storage;
+
+/* A decode variant for numprobe_attention_decode_variant. A zero-initialised struct with
+ * struct_size set asks for what numprobe_attention_decode computes: one query per sequence, no
+ * mask, K/V in q's dtype, fp32 P and accumulation, no fault. Anything the plugin does not have (a variant bit, a storage, a combination) is
+ * refused with NUMPROBE_STATUS_UNSUPPORTED and a message, never silently replaced.
+ *
+ * With a variant, the decode params' layouts gain the T queries of each sequence (batch
+ * concatenated along the first axis, flat row b*T + t): q and o [B*T, Hq, D], lse [B*T, Hq];
+ * k, v stay [B, max_seq, Hkv, D]. Query t of sequence b sits at absolute position
+ * seq_lens[b] - T + t (bottom-right alignment, as the forward's masks). seq_lens.data may be
+ * NULL: every sequence holds max_seq keys (no read-back of the lengths).
+ * Splits: keys cut at multiples of the chunk, split_size when > 0 (then num_splits is 0 or
+ * ceil(max_seq / split_size)), else ceil(max_seq / num_splits) (num_splits 0: the plugin's
+ * choice). A split with no visible key has LSE_i = -inf and is skipped by the merge. */
+typedef struct numprobe_decode_variant {
+  uint32_t struct_size;    /* sizeof(numprobe_decode_variant) */
+  uint32_t variant;        /* plugin-defined bits; numprobe's GPU kernels: the fault table's GPU
+                              bits of the decode kernel (gqa-mod, index-wrap, empty-split-nan) */
+  int64_t queries;         /* T new queries per sequence (0 reads as 1) */
+  int32_t mask;            /* numprobe_mask over each sequence's seq_lens[b] keys */
+  int32_t kv_storage;      /* numprobe_kv_storage */
+  int64_t window;          /* W for NUMPROBE_MASK_WINDOW (>= 1): keys in (pos - W, pos] */
+  int64_t split_size;      /* > 0: keys per split; 0: from num_splits */
+  numprobe_tensor k_scale; /* e4m3fn storage: f32 [1] (per tensor) or [Hkv] (per KV head), same
+                              memory as the other pointers; k.scale and v.scale are not read */
+  numprobe_tensor v_scale;
+  int32_t p_e4m3;          /* 1: P * p_prescale rounded to e4m3fn (RNE, saturating) and divided
+                              back for P.V only (the row sum l keeps the fp32 P) */
+  float p_prescale;        /* finite and > 0 when p_e4m3 */
+  int32_t acc_promote;     /* > 0: O accumulated with acc_mantissa fraction bits (truncated) and
+                              added into an fp32 accumulator every acc_promote key tiles (the fp8
+                              MMA accumulator); 0: fp32 accumulation */
+  int32_t acc_mantissa;    /* 1..23, read when acc_promote > 0 */
+  numprobe_tensor split_lse; /* f32 [splits, B*T, Hq]: each split's LSE_i (natural log, -inf for
+                                an empty split); data NULL when not wanted */
+} numprobe_decode_variant;
+
 typedef uint32_t (*numprobe_kernel_abi_version_fn)(void);
 typedef int (*numprobe_kernel_capabilities_fn)(numprobe_capabilities*);
 typedef int (*numprobe_attention_forward_fn)(const numprobe_attention_params*);
@@ -207,9 +261,13 @@ typedef int (*numprobe_quantize_fn)(const numprobe_quantize_params*);
 typedef const char* (*numprobe_kernel_last_error_fn)(void);
 typedef int (*numprobe_attention_forward_variant_fn)(const numprobe_attention_params*,
                                                      const numprobe_kernel_variant*);
+typedef int (*numprobe_attention_decode_variant_fn)(const numprobe_decode_params*,
+                                                    const numprobe_decode_variant*);
 
 /* The exports of a kernel library as one table (a library linked into numprobe; see the
- * additions above). Optional entries are NULL when absent; the rules on them are the exports'. */
+ * additions above). Optional entries are NULL when absent; the rules on them are the exports'.
+ * Entries are only ever appended: a reader takes an entry only when struct_size reaches past
+ * it, so a table compiled before an entry was added still loads, without it. */
 typedef struct numprobe_kernel_table {
   uint32_t struct_size; /* sizeof(numprobe_kernel_table) */
   numprobe_kernel_abi_version_fn abi_version;             /* required */
@@ -219,6 +277,8 @@ typedef struct numprobe_kernel_table {
   numprobe_quantize_fn quantize;                          /* NUMPROBE_OP_QUANTIZE */
   numprobe_kernel_last_error_fn last_error;               /* optional */
   numprobe_attention_forward_variant_fn forward_variant;  /* NUMPROBE_FEATURE_VARIANTS */
+  numprobe_attention_decode_variant_fn decode_variant;    /* NUMPROBE_FEATURE_DECODE_VARIANTS;
+                                                             appended (see struct_size) */
 } numprobe_kernel_table;
 
 #ifdef __cplusplus

@@ -112,16 +112,21 @@ class gpu_attention_provider final : public attention_provider {
       }
     }
     m_kernel = api.attention_kernel_facts(m_path, 128);
-    // The forward kernel is registered through the plugin ABI, as a user plugin is: the
-    // linked-in table is loaded by the plugin library (version, entries and capabilities
-    // checked), and every forward launch is its numprobe_attention_forward_variant (--inject and
-    // --tile as the variant) on numprobe's device-resident buffers. The split-KV decode keeps
-    // its direct entry: its knobs (--split-size, FP8 KV and P, --acc-promote, windows) have no
-    // field in numprobe_decode_params (include/numprobe/kernel_abi.h, additions within version 1).
+    // The kernels are registered through the plugin ABI, as a user plugin is: the linked-in
+    // table is loaded by the plugin library (version, entries and capabilities checked). Every
+    // forward launch is its numprobe_attention_forward_variant (--inject and --tile as the
+    // variant) on numprobe's device-resident buffers; every split-KV decode launch is its
+    // numprobe_attention_decode_variant (--splits/--split-size, --kv-format/--kv-scale,
+    // --p-format/--p-prescale, --acc-promote, the mask and window, --inject as the variant) on
+    // the decode's device buffers (include/numprobe/kernel_abi.h, additions within version 1).
+    // The knobs are still checked here and in the decode host code first, so refusals name
+    // the flag exactly as before.
     if (const numprobe_kernel_table* table = entries_for(vendor).table) {
       m_abi = std::make_unique<plugin::library>(*table, "built-in " + vendor + " kernels", o.device);
       if (m_abi->forward_variant() == nullptr)
         throw_backend_error("--backend " + vendor, "the built-in kernel table has no forward variant entry");
+      if (m_dec.on && m_abi->decode_variant() == nullptr)
+        throw_backend_error("--backend " + vendor, "the built-in kernel table has no decode variant entry");
     }
   }
 
@@ -273,6 +278,8 @@ class gpu_attention_provider final : public attention_provider {
     d.p_prescale = static_cast<float>(m_dec.p_prescale);
     d.acc_promote = m_dec.acc_promote;
     d.faults = r.faults;  // parse_gpu_faults admitted decode faults only
+    d.abi_decode = m_abi ? m_abi->decode_variant() : nullptr;
+    d.abi_last_error = m_abi ? m_abi->last_error() : nullptr;
     std::vector<std::uint8_t> k8, v8;
     std::vector<float> ks, vs;
     if (m_dec.kv != gpu::kv_format::m_input) {

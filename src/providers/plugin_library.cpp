@@ -32,8 +32,16 @@ library::library(std::string path, int device) : m_path(std::move(path)), m_devi
 
 library::library(const numprobe_kernel_table& table, std::string name, int device)
     : m_path(std::move(name)), m_device(device), m_table(&table) {
-  if (table.struct_size < sizeof(numprobe_kernel_table))
+  // Entries are appended within version 1: a table of the first size lacks decode_variant
+  // (symbol() does not read it); a size between two known ones is no table numprobe knows.
+  if (table.struct_size < k_kernel_table_v1_size)
     throw_backend_error(place(), "the kernel table is smaller than this numprobe's numprobe_kernel_table");
+  if (table.struct_size != k_kernel_table_v1_size && table.struct_size < sizeof(numprobe_kernel_table))
+    throw_backend_error(place(), fmt::format("the kernel table ({} bytes) is smaller than this numprobe's "
+                                             "numprobe_kernel_table ({} bytes) and is not the table "
+                                             "before decode_variant ({} bytes)",
+                                             table.struct_size, sizeof(numprobe_kernel_table),
+                                             k_kernel_table_v1_size));
   load();
 }
 
@@ -52,8 +60,9 @@ template <class F>
 F library::symbol(const char* fn, bool required) {
   void* s = nullptr;
   if (m_table) {
-    // The table's entry of that export name.
+    // The table's entry of that export name; an appended entry only when struct_size has it.
     const numprobe_kernel_table& t = *m_table;
+    const bool has_decode_variant = t.struct_size >= sizeof(numprobe_kernel_table);
     const std::pair<const char*, void*> entries[] = {
         {"numprobe_kernel_abi_version", reinterpret_cast<void*>(t.abi_version)},
         {"numprobe_kernel_capabilities", reinterpret_cast<void*>(t.capabilities)},
@@ -61,7 +70,9 @@ F library::symbol(const char* fn, bool required) {
         {"numprobe_attention_decode", reinterpret_cast<void*>(t.attention_decode)},
         {"numprobe_quantize", reinterpret_cast<void*>(t.quantize)},
         {"numprobe_kernel_last_error", reinterpret_cast<void*>(t.last_error)},
-        {"numprobe_attention_forward_variant", reinterpret_cast<void*>(t.forward_variant)}};
+        {"numprobe_attention_forward_variant", reinterpret_cast<void*>(t.forward_variant)},
+        {"numprobe_attention_decode_variant",
+         has_decode_variant ? reinterpret_cast<void*>(t.decode_variant) : nullptr}};
     for (const auto& [name, ptr] : entries)
       if (std::strcmp(name, fn) == 0) s = ptr;
   } else {
@@ -105,6 +116,12 @@ void library::load() {
   if (caps.ops & NUMPROBE_OP_QUANTIZE) (void)symbol<numprobe_quantize_fn>("numprobe_quantize", true);
   if (caps.features & NUMPROBE_FEATURE_VARIANTS)
     m_forward_variant = symbol<numprobe_attention_forward_variant_fn>("numprobe_attention_forward_variant", true);
+  if (caps.features & NUMPROBE_FEATURE_DECODE_VARIANTS) {
+    if (!(caps.ops & NUMPROBE_OP_DECODE))
+      throw_backend_error(place("numprobe_kernel_capabilities"),
+                          "NUMPROBE_FEATURE_DECODE_VARIANTS without NUMPROBE_OP_DECODE");
+    m_decode_variant = symbol<numprobe_attention_decode_variant_fn>("numprobe_attention_decode_variant", true);
+  }
   if (caps.memory == NUMPROBE_MEMORY_CUDA) {
 #if NUMPROBE_HAVE_CUDA
     use_device_memory(gpu::cuda_device_memory_api(), "CUDA");

@@ -4,6 +4,7 @@
 // numprobe's process (`plugin-inproc:PATH`) and in the plugin worker process (`plugin:PATH`,
 // plugin_worker.hpp): loading checks the ABI version and the required symbols; a call stages
 // device memory for CUDA-memory plugins. Every refusal names the plugin file and the function.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -76,6 +77,11 @@ class library {
   [[nodiscard]] call_result invoke(call& c);
   // numprobe_attention_forward_variant; null unless the capabilities say NUMPROBE_FEATURE_VARIANTS.
   [[nodiscard]] numprobe_attention_forward_variant_fn forward_variant() const { return m_forward_variant; }
+  // numprobe_attention_decode_variant; null unless the capabilities say
+  // NUMPROBE_FEATURE_DECODE_VARIANTS (a table must then reach that entry: see table_entries).
+  [[nodiscard]] numprobe_attention_decode_variant_fn decode_variant() const { return m_decode_variant; }
+  // numprobe_kernel_last_error; null when not exported.
+  [[nodiscard]] numprobe_kernel_last_error_fn last_error() const { return m_last_error; }
 
  private:
   [[nodiscard]] std::string place(const char* fn = nullptr) const;
@@ -96,6 +102,14 @@ class library {
   numprobe_attention_decode_fn m_decode = nullptr;
   numprobe_kernel_last_error_fn m_last_error = nullptr;
   numprobe_attention_forward_variant_fn m_forward_variant = nullptr;
+  numprobe_attention_decode_variant_fn m_decode_variant = nullptr;
 };
+
+// Sizes of numprobe_kernel_table within ABI version 1: the first table (up to forward_variant)
+// and this numprobe's (with the appended decode_variant). A linked-in table's struct_size must
+// be one of them or larger (a later numprobe's table; the entries past ours are not read).
+inline constexpr std::size_t k_kernel_table_v1_size = offsetof(numprobe_kernel_table, decode_variant);
+static_assert(k_kernel_table_v1_size == offsetof(numprobe_kernel_table, forward_variant) + sizeof(void*),
+              "decode_variant must follow the first version-1 table's last entry");
 
 }  // namespace numprobe::plugin

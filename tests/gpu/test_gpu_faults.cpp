@@ -210,7 +210,9 @@ TEST_P(gpu_fault_vs_emu, computes_the_emulators_fault) {
   EXPECT_LE(clean_pair, 4 * k_u_bf16) << what;
   if (ec.fault == "empty-split-nan") {
     EXPECT_GT(nan_entries, 0u) << what;
-    if (nan_entries < e_fault.lse.size()) EXPECT_LE(same, 4 * k_u_bf16) << what;  // rows left finite
+    if (nan_entries < e_fault.lse.size()) {
+      EXPECT_LE(same, 4 * k_u_bf16) << what;  // rows left finite
+    }
   } else {
     EXPECT_LE(same, 4 * k_u_bf16) << what;
     EXPECT_GT(moved, 10 * 4 * k_u_bf16) << what;

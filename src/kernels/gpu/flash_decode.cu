@@ -1,10 +1,17 @@
 // Host side of split-KV decode: validation, buffers (outputs and split workspace poisoned with
-// NaN first), launches, timing. Exports cuda_decode_api() / hip_decode_api().
+// NaN first), launches, timing. Exports cuda_decode_api() / hip_decode_api(). The launch is
+// either direct or, with decode_request::abi_decode, the built-in kernel table's
+// numprobe_attention_decode_variant over the same device buffers (launch_through_abi).
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <vector>
 
 #include "numprobe/base/error.hpp"
+#include "numprobe/kernel_abi.h"
+#include "src/kernels/gpu/builtin_entry_support.cuh"
+#include "src/kernels/gpu/builtin_kernel_table.hpp"
 #include "src/kernels/gpu/flash_decode.cuh"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/gpu_host_util.cuh"
@@ -28,6 +35,63 @@ void upload_as(const float* host, const host::buffer& staging, const host::buffe
   check_launch("to_dtype");
 }
 
+// decode_request::abi_decode: the launch of `p` as a plugin-ABI call on the default stream.
+// Every sequence holds S keys (seq_lens NULL: no read-back of lengths), the cache is dense
+// [B, S, Hkv, D], O comes back in f32 (the dtype's values widened, as the direct merge writes
+// them) and the split LSE into p.lse_part, so the device buffers are the direct launch's. A
+// failure rethrows the table's own exception, so its exit code and text are the direct launch's.
+template <class T, class KV>
+void launch_through_abi(const decode_request& r, const decode::params<T, KV>& p, int nscale) {
+  constexpr int dt = std::is_same_v<T, platform::fp16> ? NUMPROBE_DTYPE_F16 : NUMPROBE_DTYPE_BF16;
+  constexpr bool fp8 = std::is_same_v<KV, std::uint8_t>;
+  constexpr int kv_dt = fp8 ? NUMPROBE_DTYPE_E4M3FN : dt;
+  const std::int64_t rows = r.batch * r.t;
+  numprobe_decode_params a{};
+  a.struct_size = sizeof(a);
+  a.batch = r.batch;
+  a.max_seq = r.s;
+  a.heads = r.hq;
+  a.kv_heads = r.hkv;
+  a.head_dim = r.d;
+  a.num_splits = p.splits;
+  a.scale = r.scale;  // already fp32: the entry rounds it to the same float
+  a.softcap = 0.0;
+  a.q = dense_abi_tensor(p.q, dt, {rows, r.hq, r.d});
+  a.k = dense_abi_tensor(p.k, kv_dt, {r.batch, r.s, r.hkv, r.d});
+  a.v = dense_abi_tensor(p.v, kv_dt, {r.batch, r.s, r.hkv, r.d});
+  a.seq_lens = dense_abi_tensor(nullptr, NUMPROBE_DTYPE_I32, {r.batch});
+  a.o = dense_abi_tensor(p.o, NUMPROBE_DTYPE_F32, {rows, r.hq, r.d});
+  a.lse = dense_abi_tensor(p.lse, NUMPROBE_DTYPE_F32, {rows, r.hq});
+  a.memory = plugin::k_memory;
+  a.device = r.device;
+  a.stream = nullptr;  // the default stream, the direct launch's
+  numprobe_decode_variant v{};
+  v.struct_size = sizeof(v);
+  v.variant = r.faults;
+  v.queries = r.t;
+  v.mask = static_cast<std::int32_t>(r.mask);  // gpu::attention_mask follows numprobe_mask's order
+  v.window = r.window;
+  v.split_size = r.split_size;
+  v.kv_storage = r.kv == kv_format::m_e4m3_head     ? NUMPROBE_KV_E4M3FN_HEAD
+                 : r.kv == kv_format::m_e4m3_tensor ? NUMPROBE_KV_E4M3FN_TENSOR
+                                                    : NUMPROBE_KV_INPUT;
+  if constexpr (fp8) {
+    v.k_scale = dense_abi_tensor(p.k_scale, NUMPROBE_DTYPE_F32, {nscale});
+    v.v_scale = dense_abi_tensor(p.v_scale, NUMPROBE_DTYPE_F32, {nscale});
+  }
+  v.p_e4m3 = r.p_e4m3 ? 1 : 0;
+  v.p_prescale = r.p_prescale;
+  v.acc_promote = r.acc_promote;
+  v.acc_mantissa = r.acc_mantissa;
+  v.split_lse = dense_abi_tensor(p.lse_part, NUMPROBE_DTYPE_F32, {p.splits, rows, r.hq});
+  if (const int status = r.abi_decode(&a, &v); status != NUMPROBE_STATUS_OK) {
+    if (const std::exception_ptr e = builtin_last_exception()) std::rethrow_exception(e);
+    const char* msg = r.abi_last_error ? r.abi_last_error() : nullptr;
+    throw_backend_error(platform::vendor, "numprobe_attention_decode_variant returned status " +
+                                              std::to_string(status) + (msg && *msg ? std::string(": ") + msg : ""));
+  }
+}
+
 template <class T, class KV>
 decode_result run_typed(const decode_request& r) {
   const std::int64_t nq = r.batch * r.t * r.hq * r.d;
@@ -38,7 +102,8 @@ decode_result run_typed(const decode_request& r) {
   host::buffer q(nq * sizeof(T), "q"), k(nkv * sizeof(KV), "k"), v(nkv * sizeof(KV), "v");
   const int nscale = r.kv == kv_format::m_e4m3_head ? static_cast<int>(r.hkv) : 1;
   host::buffer ks(fp8 ? nscale * 4 : 0, "k_scale"), vs(fp8 ? nscale * 4 : 0, "v_scale");
-  host::buffer o_part(static_cast<std::size_t>(r.splits) * nq * 4, "o_part");
+  // Through the ABI the split partials are the entry's own (stream-ordered, poisoned) scratch.
+  host::buffer o_part(r.abi_decode ? 0 : static_cast<std::size_t>(r.splits) * nq * 4, "o_part");
   host::buffer lse_part(static_cast<std::size_t>(r.splits) * nrow * 4, "lse_part");
   host::buffer o(nq * 4, "o"), lse(nrow * 4, "lse");
   upload_as<T>(r.q, staging, q, nq);
@@ -86,10 +151,14 @@ decode_result run_typed(const decode_request& r) {
 
   host::event e0, e1;
   NUMPROBE_GPU_CHECK(EventRecord, e0.get(), nullptr);
-  decode::decode_split<T, KV><<<dim3(r.splits, p.hq, p.batch), decode::k_decode_threads>>>(p);
-  check_launch("decode_split");
-  decode::decode_merge<T, KV><<<static_cast<unsigned>(nrow), 128>>>(p);
-  check_launch("decode_merge");
+  if (r.abi_decode) {
+    launch_through_abi(r, p, nscale);
+  } else {
+    decode::decode_split<T, KV><<<dim3(r.splits, p.hq, p.batch), decode::k_decode_threads>>>(p);
+    check_launch("decode_split");
+    decode::decode_merge<T, KV><<<static_cast<unsigned>(nrow), 128>>>(p);
+    check_launch("decode_merge");
+  }
   NUMPROBE_GPU_CHECK(EventRecord, e1.get(), nullptr);
   decode_result out;
   out.kernel_ms = host::elapsed_ms(e0, e1);

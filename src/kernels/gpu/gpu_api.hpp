@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "numprobe/kernel_abi.h"
 #include "src/kernels/fault_table.hpp"
 
 namespace numprobe::gpu {
@@ -201,6 +202,14 @@ struct decode_request {
   const float* q = nullptr;  // [B*T, Hq, D]
   const float* k = nullptr;  // [B*S, Hkv, D] (m_input)
   const float* v = nullptr;
+  // Set: the kernels are launched through this plugin-ABI entry of the built-in kernel table
+  // (builtin_kernel_table.hpp) on numprobe_decode_params + numprobe_decode_variant over the same
+  // device buffers (every knob above as the variant, the split LSE written into the workspace
+  // read back as split_lse); the validation, upload, poisoning, timing and read-back around it
+  // are unchanged. A non-zero status rethrows the table's own exception, else is a backend
+  // error with abi_last_error's text. Null: the kernels are launched directly.
+  numprobe_attention_decode_variant_fn abi_decode = nullptr;
+  numprobe_kernel_last_error_fn abi_last_error = nullptr;
 };
 
 struct decode_result {

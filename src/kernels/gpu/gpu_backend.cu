@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "numprobe/base/error.hpp"
+#include "src/kernels/gpu/builtin_entry_support.cuh"
 #include "src/kernels/gpu/builtin_kernel_table.hpp"
 #include "src/kernels/gpu/flash_attention_dispatch.cuh"
 #include "src/kernels/gpu/gpu_api.hpp"
@@ -185,21 +186,6 @@ template <class T>
 void launch_through_abi(numprobe_attention_forward_variant_fn fn, const attention_request& r,
                         const flash_params<T>& p) {
   constexpr int dt = std::is_same_v<T, platform::fp16> ? NUMPROBE_DTYPE_F16 : NUMPROBE_DTYPE_BF16;
-  const auto tensor = [](const void* data, int dtype, std::initializer_list<std::int64_t> shape) {
-    numprobe_tensor t{};
-    t.data = const_cast<void*>(data);
-    t.dtype = dtype;
-    t.ndim = static_cast<std::int32_t>(shape.size());
-    t.scale = 1.f;
-    int i = 0;
-    for (const std::int64_t n : shape) t.shape[i++] = n;
-    std::int64_t stride = 1;
-    for (int d = t.ndim - 1; d >= 0; --d) {
-      t.strides[d] = stride;
-      stride *= t.shape[d];
-    }
-    return t;
-  };
   numprobe_attention_params a{};
   a.struct_size = sizeof(a);
   a.batch = r.batch;
@@ -213,18 +199,14 @@ void launch_through_abi(numprobe_attention_forward_variant_fn fn, const attentio
   a.mask = static_cast<std::int32_t>(r.mask);  // gpu::attention_mask follows numprobe_mask's order
   a.window = r.window;
   a.case_dtype = dt;
-  a.q = tensor(p.q, dt, {r.batch * r.t, r.hq, r.d});
-  a.k = tensor(p.k, dt, {r.batch * r.s, r.hkv, r.d});
-  a.v = tensor(p.v, dt, {r.batch * r.s, r.hkv, r.d});
-  a.o = tensor(p.o, dt, {r.batch * r.t, r.hq, r.d});
-  a.lse = tensor(p.lse, NUMPROBE_DTYPE_F32, {r.batch * r.t, r.hq});
-#if NUMPROBE_GPU_HIP
-  a.memory = NUMPROBE_MEMORY_HIP;
-#else
-  a.memory = NUMPROBE_MEMORY_CUDA;
-#endif
+  a.q = dense_abi_tensor(p.q, dt, {r.batch * r.t, r.hq, r.d});
+  a.k = dense_abi_tensor(p.k, dt, {r.batch * r.s, r.hkv, r.d});
+  a.v = dense_abi_tensor(p.v, dt, {r.batch * r.s, r.hkv, r.d});
+  a.o = dense_abi_tensor(p.o, dt, {r.batch * r.t, r.hq, r.d});
+  a.lse = dense_abi_tensor(p.lse, NUMPROBE_DTYPE_F32, {r.batch * r.t, r.hq});
+  a.memory = plugin::k_memory;
   a.device = r.device;
-  a.stream = nullptr;
+  a.stream = nullptr;  // the default stream, the direct launch's
   numprobe_kernel_variant v{};
   v.struct_size = sizeof(v);
   v.variant = r.faults;

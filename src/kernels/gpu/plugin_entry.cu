@@ -31,6 +31,11 @@ NUMPROBE_PLUGIN_EXPORT int numprobe_attention_forward_variant(const numprobe_att
   return table().forward_variant(p, v);
 }
 
+NUMPROBE_PLUGIN_EXPORT int numprobe_attention_decode_variant(const numprobe_decode_params* p,
+                                                             const numprobe_decode_variant* v) {
+  return table().decode_variant(p, v);
+}
+
 NUMPROBE_PLUGIN_EXPORT const char* numprobe_kernel_last_error(void) { return table().last_error(); }
 
 }  // extern "C"
