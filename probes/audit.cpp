@@ -86,6 +86,47 @@ nlohmann::json to_json(const audit_result& r, bool with_seconds) {
   return j;
 }
 
+namespace {
+
+// What the terminal shows: the backend, the tile and how it is known, a verdict per class, the
+// evidence (failing classes first), the errors and the overall verdict. The case trace is the
+// check's trace (`audit --trace` prints it).
+void add_view(const audit_result& r, result::check_result& out) {
+  result::view_builder v(out);
+  out.view_shows_gates = true;  // a verdict per class: the gates, in the probe's words
+  const std::string tile = r.tile_k > 0 ? fmt::format("{}x{} ({})", r.tile_q > 0 ? std::to_string(r.tile_q) : "?",
+                                                      r.tile_k, r.tile_source)
+                                        : "unknown: probes cross every common tile size (16..256)";
+  v.line(fmt::format("backend   {}", r.provider));
+  v.line(fmt::format("case      {}", r.base_case));
+  v.line(fmt::format("bound     {}", r.bounds.empty() ? "" : r.bounds.front()));
+  v.line(fmt::format("tile      {}", tile));
+  if (r.inferred.ran) v.line(fmt::format("          inference: {}", tile_text(r.inferred)));
+  auto& t = v.add_table({"class", "verdict", "cases"});
+  for (const auto& c : r.classes)
+    t.rows.push_back({c.name, c.verdict == "fail" ? "FAIL" : c.verdict, std::to_string(c.cases.size())});
+  // Evidence: failing classes first, then the rest.
+  for (const bool failing : {true, false})
+    for (const auto& c : r.classes) {
+      if ((c.verdict == "fail") != failing) continue;
+      v.blank();
+      v.line(fmt::format("[{}] {}", failing ? "FAIL" : c.verdict, c.name));
+      for (const auto& e : c.evidence) v.line(fmt::format("  {} {}", failing ? "+" : "-", e));
+    }
+  if (!r.errors.empty()) v.blank();
+  for (const auto& e : r.errors) v.line(fmt::format("ERROR  {}  {}: {}", e.klass, e.case_id, e.message));
+  const auto failing = failing_classes(r.classes);
+  std::string names;
+  for (const auto& n : failing) names += (names.empty() ? "" : ", ") + n;
+  v.blank();
+  v.line(fmt::format("verdict   {}", failing.empty() ? (r.errors.empty() ? "healthy: every class passes"
+                                                                         : "no class fails, but some cases errored")
+                                                      : fmt::format("{} class(es) fail: {}", failing.size(), names)));
+  v.line(fmt::format("cases     {}", r.trace.size()));
+}
+
+}  // namespace
+
 void fill_result(const audit_result& r, result::check_result& out) {
   out.backend = r.provider;
   out.case_id = r.base_case;
@@ -101,18 +142,7 @@ void fill_result(const audit_result& r, result::check_result& out) {
     if (c.verdict != "not-applicable")
       out.gates.push_back({c.name, c.name, c.verdict == "fail" ? 1.0 : 0.0, c.verdict != "fail",
                            c.evidence.empty() ? "" : c.evidence.front(), c.cases.empty() ? r.base_case : c.cases.front()});
-  result::table classes{"bug classes (NUMERICS.md)", {"class", "verdict", "evidence"}, {}};
-  for (const auto& c : r.classes) {
-    std::string ev;
-    for (const auto& e : c.evidence) ev += (ev.empty() ? "" : "; ") + e;
-    classes.rows.push_back({c.name, c.verdict, ev});
-  }
-  out.tables.push_back(std::move(classes));
-  if (!r.errors.empty()) {
-    result::table errors{"backend errors", {"class", "case", "message"}, {}};
-    for (const auto& e : r.errors) errors.rows.push_back({e.klass, e.case_id, e.message});
-    out.tables.push_back(std::move(errors));
-  }
+  add_view(r, out);
   out.traces.push_back(trace_table(r.trace, "audit cases (rerun one with numprobe attention --case ID)"));
   out.details = to_json(r);
 }

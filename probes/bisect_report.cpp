@@ -1,5 +1,4 @@
 // JSON and Markdown forms of a bisect result (see bisect.hpp).
-#include <cmath>
 #include <fmt/format.h>
 
 #include "probes/bisect.hpp"
@@ -11,21 +10,6 @@ std::string join(const std::vector<std::string>& v, const char* sep = ",") {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
   return out;
-}
-
-std::string md_escape(std::string s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else out += c;
-  }
-  return out;
-}
-
-std::string num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.3g}", v);
 }
 
 const char* state_meaning(const std::string& s) {

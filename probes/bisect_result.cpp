@@ -18,12 +18,6 @@ std::string num(double v) { return result::format_value(v, "sci"); }
 
 // The localisation stages beyond length, each a table when it ran.
 void stage_tables(const bisect_result& r, result::check_result& out) {
-  if (!r.classes.empty()) {
-    result::table t{"bug classes (NUMERICS.md)", {"class", "verdict", "evidence for", "evidence against"}, {}};
-    for (const auto& c : r.classes)
-      t.rows.push_back({c.name, c.verdict, join(c.evidence_for, "; "), join(c.evidence_against, "; ")});
-    out.tables.push_back(std::move(t));
-  }
   if (r.fp8.ran) {
     result::table t{fmt::format("fp8 quantization points at S={}: {} (verdict {})", r.fp8.seq, r.fp8.text,
                                 r.fp8.verdict),
@@ -59,6 +53,49 @@ void stage_tables(const bisect_result& r, result::check_result& out) {
   }
 }
 
+// What the terminal shows (the trace is printed before it): the first failing length and the
+// tile it sits on, each class with its evidence, the tables of the stages beyond length, then
+// the classification and the culprit.
+void add_view(const bisect_result& r, result::check_result& out) {
+  using result::sci;
+  result::view_builder v(out);
+  v.line(fmt::format("backend   {}", r.provider));
+  v.line(fmt::format("case      {}", r.base_case));
+  v.line(fmt::format("bound     {}", r.bounds.empty() ? "" : r.bounds.front()));
+  v.blank();
+  if (!r.failure_found) {
+    v.line("result    every length tried holds the bound");
+    if (r.family_sweep_ran) {
+      v.line("family sweep (every class's probe against its control):");
+      for (const auto& c : r.family_sweep) {
+        v.line(fmt::format("  {:<6} {}", c.verdict == "fail" ? "[FAIL]" : c.verdict == "pass" ? "[pass]" : "[n/a]", c.name));
+        if (c.verdict == "fail")
+          for (const auto& e : c.evidence) v.line(fmt::format("           + {}", e));
+      }
+      v.line(fmt::format("classification     {}", r.classification));
+    }
+    return;
+  }
+  const auto& L = r.length;
+  v.line(fmt::format("first failing seq  {}{}", L.first_failing,
+                     L.fails_at_lowest ? " (fails at the shortest length tried)"
+                                       : fmt::format(" (passes at {})", L.last_passing)));
+  v.line(fmt::format("tile aligned       {} (B={} from {}, pattern {})", L.tile_aligned ? "yes" : "no", L.tile,
+                     L.tile_source, L.tile_pattern));
+  if (r.inferred_tile.ran) v.line(fmt::format("inferred tile      {}", tile_text(r.inferred_tile)));
+  for (const auto& c : r.classes) {
+    if (c.verdict == "not tested") continue;
+    v.line(fmt::format("{:<8} {}", c.verdict == "supported" ? "[yes]" : "[no]", c.name));
+    for (const auto& e : c.evidence_for) v.line(fmt::format("           + {}", e));
+    for (const auto& e : c.evidence_against) v.line(fmt::format("           - {}", e));
+  }
+  stage_tables(r, out);
+  std::string cands;
+  for (const auto& c : r.candidates) cands += (cands.empty() ? "" : "; ") + c;
+  v.line(fmt::format("classification     {}{}", r.classification, r.candidates.size() > 1 ? " (" + cands + ")" : ""));
+  v.line(fmt::format("culprit            {}", culprit_text(r)));
+}
+
 }  // namespace
 
 result::table trace_table(const std::vector<bisect_step>& steps, std::string title) {
@@ -85,7 +122,7 @@ void fill_result(const bisect_result& r, const bisect_options& o, result::check_
             fmt::format("no length in {}..{} breaches {}", o.seq_lo, o.seq_hi, gates)},
       r.failure_found ? 1.0 : 0.0, r.base_case));
   out.traces.push_back(trace_table(r.trace, "bisection trace"));
-  stage_tables(r, out);
+  add_view(r, out);
   out.seconds = r.seconds;
   out.details = to_json(r);
 }

@@ -39,6 +39,87 @@ result::table data_table(const drift_result& r) {
   return t;
 }
 
+
+// What the terminal shows (and Markdown and HTML with it): the tile, the points, the series of
+// a decode sweep, both growth fits with the verdict, and one line per breached bound.
+void add_view(const drift_result& r, const drift_options& o, result::check_result& out) {
+  using result::fixed3;
+  using result::sci;
+  result::view_builder v(out);
+  // Opaque kernels: the inferred tile that chose the lengths, or the dense fallback.
+  std::string tile = r.tiles.known() ? fmt::format("{}x{}", r.tiles.q, r.tiles.k) : "opaque";
+  if (!r.tiles.known() && r.inferred_tile.ran)
+    tile = r.inferred_tile.known() ? tile_text(r.inferred_tile)
+                                   : fmt::format("unknown: dense lengths crossing 16..256 ({})",
+                                                 r.inferred_tile.evidence);
+  v.line(fmt::format("backend   {}   tile {}", r.provider, tile));
+  const bool series = !r.series.empty();
+  std::vector<std::string> cols{"seq", "tiles", "mod", "rel_rms", "max_abs", "naive", "ratio", "nan", "case"};
+  if (series) cols.insert(cols.begin(), {"splits", "page"});
+  auto& t = v.add_table(cols);
+  const std::int64_t tk = r.tiles.known() ? r.tiles.k : 0;
+  for (std::size_t i = 0; i < r.points.size(); ++i) {
+    const auto& p = r.points[i];
+    std::vector<std::string> row;
+    if (series) {
+      const auto& s = r.series[r.point_series[i]];
+      row = {s.splits ? std::to_string(s.splits) : "-", s.page_size ? std::to_string(s.page_size) : "-"};
+    }
+    for (auto& cell : std::vector<std::string>{
+             std::to_string(p.seq), tk ? std::to_string((p.seq + tk - 1) / tk) : "-",
+             tk ? std::to_string(p.seq % tk) : "-", sci(p.kernel.rel_rms), sci(p.kernel.max_abs),
+             sci(p.naive.rel_rms), fixed3(p.ratio_to_naive), std::to_string(p.kernel.nonfinite_total()), p.case_id})
+      row.push_back(std::move(cell));
+    t.rows.push_back(std::move(row));
+  }
+  if (series) {
+    auto& st = v.add_table({"splits", "page", "points", "worst rel_rms", "at seq", "nan pts", "breaches", "slope",
+                            "result"});
+    for (const auto& s : r.series)
+      st.rows.push_back({s.splits ? std::to_string(s.splits) : "default",
+                         s.page_size ? std::to_string(s.page_size) : "default", std::to_string(s.points),
+                         sci(s.worst_rel_rms), std::to_string(s.worst_seq), std::to_string(s.nan_points),
+                         std::to_string(s.breaches), fixed3(s.growth.slope), s.pass ? "pass" : "FAIL"});
+  }
+  // Both fits, then the verdict; an insufficient fit (under 3 usable points) shows "n/a".
+  auto slope_text = [](const metrics::loglog_fit& f) {
+    return f.verdict == "insufficient" ? std::string("n/a")
+                                       : fmt::format("{} +- {}", fixed3(f.slope), fixed3(f.slope_stderr));
+  };
+  v.line(fmt::format("growth    slope {} (log rel_rms vs log key tiles, {} points), ratio slope {} (log "
+                     "ratio_to_naive, {} points)  verdict: {}",
+                     slope_text(r.growth.error), r.growth.error.points, slope_text(r.growth.ratio),
+                     r.growth.ratio.points, r.growth.verdict));
+  if (r.growth.verdict == "insufficient")
+    v.line(fmt::format("          (a growth verdict needs {} usable points; growth bounds fail)",
+                       metrics::k_growth_min_points));
+  if (r.nan_points) v.line(fmt::format("NaN/Inf   {} points hold NaN or Inf in the output", r.nan_points));
+  for (const auto& e : r.point_errors)  // backend failures: the sweep went on without them
+    v.line(fmt::format("ERROR     seq {}: {}", e.seq, e.message));
+  // One line per bound: how many points break it, the first, and the worst.
+  std::vector<std::string> order;
+  for (const auto& b : r.breaches)
+    if (std::find(order.begin(), order.end(), b.bound) == order.end()) order.push_back(b.bound);
+  for (const auto& name : order) {
+    std::size_t n = 0;
+    const drift_breach* first = nullptr;
+    const drift_breach* worst = nullptr;
+    for (const auto& b : r.breaches) {
+      if (b.bound != name) continue;
+      ++n;
+      if (!first) first = &b;
+      if (!worst || !(b.measured <= worst->measured)) worst = &b;
+    }
+    if (first->seq == 0)
+      v.line(fmt::format("breach    {}  measured {}", name, sci(first->measured)));
+    else
+      v.line(fmt::format("breach    {}  at {} of {} points; first at seq {} ({}), worst {} at seq {}", name, n,
+                         r.points.size(), first->seq, sci(first->measured), sci(worst->measured), worst->seq));
+  }
+  if (!r.breaches.empty() || r.nan_points) v.line(fmt::format("breaches sit on: {}", r.tile_pattern));
+  if (o.bounds.empty()) v.line("(no --bound given: gating only on NaN/Inf; e.g. --bound ratio_to_naive<=2)");
+}
+
 }  // namespace
 
 void fill_result(const drift_result& r, const drift_options& o, result::check_result& out) {
@@ -103,15 +184,7 @@ void fill_result(const drift_result& r, const drift_options& o, result::check_re
     if (b.metric == "ratio_to_naive") ratio.bounds.push_back({b.text(), b.value});
   }
   out.curves = {err, ratio};
-  result::table pts{"points", {"seq", "key tiles", "seq mod Bk", "rel_rms", "naive", "ratio", "nan", "case"}, {}};
-  for (const auto& p : r.points) {
-    const std::int64_t tk = r.tiles.known() ? r.tiles.k : 0;
-    pts.rows.push_back({std::to_string(p.seq), tk ? std::to_string((p.seq + tk - 1) / tk) : "-",
-                        tk ? std::to_string(p.seq % tk) : "-", result::format_value(p.kernel.rel_rms, "sci"),
-                        result::format_value(p.naive.rel_rms, "sci"), result::format_value(p.ratio_to_naive, "fixed"),
-                        std::to_string(p.kernel.nonfinite_total()), p.case_id});
-  }
-  out.tables.push_back(std::move(pts));
+  add_view(r, o, out);
   out.tables.push_back(data_table(r));
   out.details = to_json(r);
 }

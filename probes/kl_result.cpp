@@ -14,10 +14,58 @@ const std::vector<std::string> k_reported = {"kld.mean", "kld.stderr", "kld.medi
                                              "topk_overlap", "delta_p.mean", "delta_p.rms",
                                              "delta_p.p01", "delta_p.p99"};
 
+std::string pct(double v) { return fmt::format("{:.3f}%", 100.0 * v); }
+
+// What the terminal shows: llama.cpp's perplexity-tool statistics, then the worst positions.
+void add_view(const kl_report& r, result::check_result& out) {
+  using result::fixed3;
+  using result::sci;
+  result::view_builder v(out);
+  const auto& s = r.summary;
+  v.line(fmt::format("case      {}", r.case_id));
+  v.line(fmt::format("base      {} ({})", r.options.base, r.base_dtype));
+  v.line(fmt::format("candidate {} ({})", r.options.cand, r.cand_dtype));
+  auto& t = v.add_table({"statistic", "value"});
+  auto add = [&t](std::string a, std::string b) { t.rows.push_back({std::move(a), std::move(b)}); };
+  add("Mean KLD", fmt::format("{} +- {}", sci(s.kld.mean), sci(s.kld.stderr_)));
+  add("Median KLD", sci(s.kld.median));
+  add("90% KLD", sci(s.kld.p90));
+  add("99% KLD", sci(s.kld.p99));
+  add("99.9% KLD", sci(s.kld.p999));
+  add("Maximum KLD", sci(s.kld.max));
+  add("Same top p", fmt::format("{} +- {} ({} of {})", pct(s.top1_agreement), pct(s.top1_stderr), s.top1_same, s.rows));
+  add(fmt::format("Top-{} overlap", s.topk), pct(s.topk_overlap));
+  const auto& d = s.delta_p;
+  add("Mean dp", fmt::format("{} +- {}", pct(d.mean), pct(d.stderr_)));
+  add("RMS dp", pct(d.rms));
+  add("Maximum dp", pct(d.max));
+  add("99% dp", pct(d.p99));
+  add("95% dp", pct(d.p95));
+  add("Median dp", pct(d.median));
+  add("5% dp", pct(d.p05));
+  add("1% dp", pct(d.p01));
+  add("Minimum dp", pct(d.min));
+  if (s.has_tokens) {
+    add("PPL(base)", fixed3(s.ppl.base));
+    add("PPL(cand)", fixed3(s.ppl.cand));
+    add("PPL ratio", fmt::format("{:.6f}", s.ppl.ratio));
+    add("Mean ln(PPL ratio)", fmt::format("{} +- {}", sci(s.ppl.ln_ratio_mean), sci(s.ppl.ln_ratio_stderr)));
+  }
+  if (!s.worst.empty()) {
+    auto& w = v.add_table({"row", "kld", "top base", "top cand", "p(top)", "q(top)"},
+                          "positions with the largest KL(base || cand)");
+    for (const auto& p : s.worst)
+      w.rows.push_back({std::to_string(p.row), sci(p.kld), std::to_string(p.top_base), std::to_string(p.top_cand),
+                        fmt::format("{:.4f}", p.p_base_top), fmt::format("{:.4f}", p.q_base_top)});
+  }
+  v.line(fmt::format("read      {:.0f} MB/s of logits", r.bytes_read / 1e6 / std::max(r.seconds, 1e-9)));
+}
+
 }  // namespace
 
 void fill_result(const kl_report& r, const std::vector<bound>& bounds, result::check_result& out) {
   out.backend = "files";
+  out.seconds = r.seconds;
   out.case_id = r.case_id;
   for (const auto& n : k_reported)
     out.metrics.push_back({n, kl_metric(r.summary, n), n.rfind("kld.", 0) == 0 ? "nats" : "",
@@ -32,13 +80,7 @@ void fill_result(const kl_report& r, const std::vector<bound>& bounds, result::c
                             r.summary.rows, r.summary.vocab, r.summary.kld.mean, r.summary.kld.p99,
                             r.summary.top1_agreement);
 
-  result::table worst{"positions with the largest KL(base || cand)",
-                      {"row", "kld", "top base", "top cand", "p(base top)", "q(base top)"}, {}};
-  for (const auto& w : r.summary.worst)
-    worst.rows.push_back({std::to_string(w.row), result::format_value(w.kld, "sci"), std::to_string(w.top_base),
-                          std::to_string(w.top_cand), result::format_value(w.p_base_top, "fixed"),
-                          result::format_value(w.q_base_top, "fixed")});
-  if (!worst.rows.empty()) out.tables.push_back(std::move(worst));
+  add_view(r, out);
   out.details = to_json(r);
 }
 

@@ -107,7 +107,9 @@ struct kvcache_result {
 // The result model: the study metrics, the --bound gate (failures <= 0) and one gate per bound,
 // the output-error curve per configuration, the configurations table, the full-precision data
 // table; to_json(r) as details.
-void fill_result(const kvcache_result& r, const std::vector<bound>& bounds, result::check_result& out);
+// all_multipliers: the view's table lists every multiplier at every length (`kvcache --all`).
+void fill_result(const kvcache_result& r, const std::vector<bound>& bounds, result::check_result& out,
+                 bool all_multipliers = false);
 
 // Sets the swept lists from comma lists ("1024,4096", "e4m3fn,e5m2", "tensor,token",
 // "2^-4,1,4"); `place(key)` names the flag or scenario key in errors (exit 2).

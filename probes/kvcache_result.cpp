@@ -41,7 +41,40 @@ const std::vector<std::string>& kvcache_metric_names() {
   return names;
 }
 
-void fill_result(const kvcache_result& r, const std::vector<bound>& bounds, result::check_result& out) {
+namespace {
+
+// What the terminal shows: the context, one row per configuration (clipping against rounding
+// error of K, V and the output), the summary.
+void add_view(const kvcache_result& r, bool all_multipliers, result::check_result& out) {
+  using result::sci;
+  result::view_builder v(out);
+  v.line(fmt::format("context   {} tokens, {} outlier tokens (x{:g}, rate {:g} past position {}), static scales "
+                     "calibrated on the first {} tokens",
+                     r.context, r.outlier_positions.size(), r.options.outlier_scale, r.options.outlier_rate,
+                     r.options.outlier_after, r.calib_tokens));
+  auto& t = v.add_table({"format", "scale", "mult", "seq", "outl", "K clip%", "K clip", "K round", "V clip",
+                         "V round", "O clip", "O round", "O total", "bound", "result"});
+  const auto& ms = r.options.multipliers;
+  // Unless all are asked for: the multiplier nearest 1 at every length, and the whole sweep at
+  // the longest length.
+  const double nearest = nearest_one(ms);
+  for (const auto& p : r.points) {
+    if (!all_multipliers && ms.size() > 1 && p.multiplier != nearest && p.seq != r.context) continue;
+    t.rows.push_back(
+        {std::string(formats::name(p.format)), std::string(emu::to_string(p.layout)), fmt::format("{:g}", p.multiplier),
+         std::to_string(p.seq), std::to_string(p.outlier_tokens),
+         fmt::format("{:.3g}", p.k.elements ? 100.0 * static_cast<double>(p.k.clipped) / static_cast<double>(p.k.elements) : 0.0),
+         sci(p.k.clip_rel_rms), sci(p.k.round_rel_rms), sci(p.v.clip_rel_rms), sci(p.v.round_rel_rms),
+         sci(p.out_clip_rel_rms), sci(p.out_round_rel_rms), sci(p.out_rel_rms), fmt::format("{:.3g}", p.bound),
+         p.fails ? "FAIL (" + p.dominant + ")" : "pass"});
+  }
+  v.line(fmt::format("summary   {}", r.summary.text));
+}
+
+}  // namespace
+
+void fill_result(const kvcache_result& r, const std::vector<bound>& bounds, result::check_result& out,
+                 bool all_multipliers) {
   out.backend = "emu";
   out.case_id = r.options.base.id();
   out.seconds = r.seconds;
@@ -72,8 +105,6 @@ void fill_result(const kvcache_result& r, const std::vector<bound>& bounds, resu
   for (auto& [name, s] : lines) curve.lines.push_back(std::move(s));
   if (!curve.lines.empty()) out.curves.push_back(std::move(curve));
 
-  result::table t{"configurations (output error split into clipping and rounding)",
-                  {"format", "scale", "mult", "seq", "out rel_rms", "clip", "round", "bound", "driver", "result"}, {}};
   result::table data{"points (full precision)",
                      {"format", "layout", "multiplier", "seq", "outlier_tokens", "k_rel_rms", "k_clipped", "v_rel_rms",
                       "v_clipped", "out_clip_rel_rms", "out_round_rel_rms", "out_rel_rms", "bound", "fails"},
@@ -81,16 +112,12 @@ void fill_result(const kvcache_result& r, const std::vector<bound>& bounds, resu
   auto g = [](double v) { return fmt::format("{:.17g}", v); };
   for (const auto& p : r.points) {
     const std::string fmt_name(formats::name(p.format)), layout(emu::to_string(p.layout));
-    t.rows.push_back({fmt_name, layout, fmt::format("{:g}", p.multiplier), std::to_string(p.seq),
-                      result::format_value(p.out_rel_rms, "sci"), result::format_value(p.out_clip_rel_rms, "sci"),
-                      result::format_value(p.out_round_rel_rms, "sci"), result::format_value(p.bound, "sci"),
-                      p.dominant, p.fails ? "FAIL" : "pass"});
     data.rows.push_back({fmt_name, layout, g(p.multiplier), std::to_string(p.seq), std::to_string(p.outlier_tokens),
                          g(p.k.rel_rms), std::to_string(p.k.clipped), g(p.v.rel_rms), std::to_string(p.v.clipped),
                          g(p.out_clip_rel_rms), g(p.out_round_rel_rms), g(p.out_rel_rms), g(p.bound),
                          p.fails ? "1" : "0"});
   }
-  out.tables.push_back(std::move(t));
+  add_view(r, all_multipliers, out);
   out.tables.push_back(std::move(data));
   out.details = to_json(r);
 }

@@ -40,6 +40,85 @@ result::heat_map flush_map(const formats::quant_result& q) {
   return h;
 }
 
+std::string rc(std::int64_t flat, std::int64_t cols) { return fmt::format("({},{})", flat / cols, flat % cols); }
+
+// What the terminal shows: the scheme, the metric table, the worst outlier blocks and a worked
+// block element by element, then the device check.
+void add_view(const quant_report& r, bool allow_nonfinite, result::check_result& out) {
+  using result::fixed3;
+  using result::sci;
+  result::view_builder v(out);
+  const auto& m = r.metrics;
+  const auto& q = r.result;
+  const auto& c = q.config;
+  v.line(fmt::format("case      {}", r.case_id));
+  std::string scheme = fmt::format("scheme    {} ({}): {} elements, {} scales, blocks {}x{}, grid {}x{}",
+                                   r.options.scheme_name, formats::name(c.kind), formats::name(c.element),
+                                   c.kind == formats::scheme_kind::m_none ? "no" : formats::name(c.scale_format),
+                                   q.grid.block_rows, q.grid.block_cols, q.grid.grid_rows, q.grid.grid_cols);
+  if (c.kind == formats::scheme_kind::m_nvfp4) scheme += fmt::format(", tensor scale {}", sci(q.tensor_scale));
+  if (c.kind == formats::scheme_kind::m_mx) scheme += fmt::format(", rule {}", formats::name(c.rule));
+  v.line(scheme);
+  auto& t = v.add_table({"metric", "value", ""});
+  const auto frac = [&](std::int64_t n) {
+    return fmt::format("{:.4f}% of elements", m.elements ? 100.0 * double(n) / double(m.elements) : 0.0);
+  };
+  t.rows = {{"sqnr_db", fixed3(m.sqnr_db), "dB"},
+            {"rel_rms", sci(m.rel_rms), ""},
+            {"max_abs", sci(m.max_abs), ""},
+            {"max_rel", sci(m.max_rel), ""},
+            {"flushed", std::to_string(m.flushed), "non-zero in, zero out; " + frac(m.flushed)},
+            {"clipped", std::to_string(m.clipped), "beyond the element max; " + frac(m.clipped)},
+            {"scale_underflow", std::to_string(m.scale_underflow_blocks),
+             fmt::format("blocks of {} whose scale flushed", m.blocks)},
+            {"outlier_blocks", std::to_string(m.outlier_blocks),
+             fmt::format("blocks of {}; {} neighbours flushed by the element that set the scale", m.blocks,
+                         m.outlier_flushed)},
+            {"bits_per_element", fmt::format("{:.4f}", m.bits_per_element), "including scales"}};
+  if (m.nan_inputs || m.inf_inputs || m.nonfinite_outputs)
+    v.line(fmt::format("NON-FINITE: {} NaN and {} Inf inputs (excluded from the error metrics); {} finite "
+                       "inputs dequantized to NaN/Inf",
+                       m.nan_inputs, m.inf_inputs, m.nonfinite_outputs));
+  if (!r.worst_blocks.empty()) {
+    auto& w = v.add_table({"block", "at", "amax", "set by", "scale", "flushed", "by outlier", "clipped"},
+                          "worst outlier blocks");
+    for (auto i : r.worst_blocks) {
+      const auto& b = q.blocks[static_cast<std::size_t>(i)];
+      w.rows.push_back({std::to_string(i), rc(b.row0 * q.grid.cols + b.col0, q.grid.cols), sci(b.amax),
+                        rc(b.argmax, q.grid.cols), sci(b.scale), std::to_string(b.flushed),
+                        std::to_string(r.outlier_flushes[static_cast<std::size_t>(i)]), std::to_string(b.clipped)});
+    }
+  }
+  if (r.worked.index >= 0) {
+    const auto& b = r.worked.stats;
+    auto& w = v.add_table(
+        {"element", "input", "code", "dequant", "note"},
+        fmt::format("worked block {} ({}): rows {}..{}, cols {}..{}; amax {} set by {}; scale {} (stored code 0x{:X}{})",
+                    r.worked.index, r.worst_blocks.empty() ? "largest error" : "worst outlier block", b.row0,
+                    b.row0 + b.rows - 1, b.col0, b.col0 + b.cols - 1, sci(b.amax), rc(b.argmax, q.grid.cols),
+                    fmt::format("{:.9g}", b.scale), b.scale_code,
+                    c.kind == formats::scheme_kind::m_asym ? fmt::format(", zero point {}", b.zero_point) : ""));
+    for (std::size_t i = 0; i < r.worked.flat.size(); ++i) {
+      const double x = r.worked.input[i], d = r.worked.dequant[i];
+      std::string note = r.worked.flat[i] == b.argmax ? "sets the scale" : "";
+      if (std::isfinite(x) && x != 0 && d == 0) note = "FLUSHED";
+      if (!std::isfinite(x)) note = "non-finite input";
+      w.rows.push_back({rc(r.worked.flat[i], q.grid.cols), fmt::format("{:.6g}", x),
+                        fmt::format("0x{:X}", r.worked.codes[i]), fmt::format("{:.6g}", d), note});
+    }
+    if (r.worked.truncated) v.line(fmt::format("(first {} elements shown)", k_worked_max));
+  }
+  const std::string device = device_check_text(r);
+  for (std::size_t at = 0; at < device.size();) {
+    const auto nl = device.find('\n', at);
+    v.line(device.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    at = nl == std::string::npos ? device.size() : nl + 1;
+  }
+  if (m.nan_inputs + m.inf_inputs > 0)
+    v.line(fmt::format("NON-FINITE input: exit 1{}", allow_nonfinite ? " suppressed by --allow-nonfinite"
+                                                                     : " (--allow-nonfinite accepts it)"));
+}
+
 }  // namespace
 
 const std::vector<std::string>& quant_metric_names() {
@@ -52,6 +131,7 @@ const std::vector<std::string>& quant_metric_names() {
 void fill_result(const quant_report& r, const std::vector<bound>& bounds, bool allow_nonfinite, result::check_result& out) {
   out.backend = "ref";
   out.case_id = r.case_id;
+  out.seconds = r.seconds;
   for (const auto& n : quant_metric_names()) {
     const auto [unit, format] = unit_format(n);
     out.metrics.push_back({n, quant_metric(r.metrics, n), unit, format});
@@ -72,14 +152,7 @@ void fill_result(const quant_report& r, const std::vector<bound>& bounds, bool a
       rel.push_back(std::fabs(r.result.dequant[i] - r.input[i]) / std::fabs(r.input[i]));
   out.histograms.push_back(result::log_histogram(rel, 30, "per-element relative error |q - x| / |x|", "relative error"));
   if (r.result.grid.count() > 1) out.heat_maps.push_back(flush_map(r.result));
-  result::table worst{"worst outlier blocks", {"block", "row0", "col0", "amax", "scale", "flushed", "clipped"}, {}};
-  for (auto i : r.worst_blocks) {
-    const auto& b = r.result.blocks[static_cast<std::size_t>(i)];
-    worst.rows.push_back({std::to_string(i), std::to_string(b.row0), std::to_string(b.col0),
-                          result::format_value(b.amax, "sci"), result::format_value(b.scale, "sci"),
-                          std::to_string(b.flushed), std::to_string(b.clipped)});
-  }
-  if (!worst.rows.empty()) out.tables.push_back(std::move(worst));
+  add_view(r, allow_nonfinite, out);
   out.message = fmt::format("{} of {} blocks are outlier blocks ({} flushes inside)", r.metrics.outlier_blocks,
                             r.metrics.blocks, r.metrics.outlier_flushed);
   out.details = to_json(r);

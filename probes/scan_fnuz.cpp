@@ -1,6 +1,8 @@
 #include "numprobe/core/result.hpp"
 #include "probes/scan_fnuz.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -145,6 +147,29 @@ nlohmann::json to_json(const fnuz_report& r) {
   j["skipped"] = r.skipped;
   j["seconds"] = r.seconds;
   return j;
+}
+
+void fill_result(const fnuz_report& r, std::size_t top, result::check_result& out) {
+  out.backend = "ref";
+  out.case_id = fmt::format("scan({},e4m3fn->e4m3fnuz)", r.checkpoint);
+  result::view_builder v(out);
+  v.line(fmt::format("e4m3fn -> e4m3fnuz migration of {}: {} fp8 tensors", r.checkpoint, r.tensors.size()));
+  auto& t = v.add_table({"tensor", "elements", "clip@same scale", "0x80 rewrites", "NaN codes", "amax", "scale x",
+                         "scale tensor"});
+  const auto row = [&t](const fnuz_tensor_report& x) {
+    t.rows.push_back({x.name, std::to_string(x.elements), std::to_string(x.clip_same_scale),
+                      std::to_string(x.neg_zero_rewrites), std::to_string(x.nan_codes), fmt::format("{:g}", x.amax),
+                      fmt::format("{:.4g}", x.scale_factor_no_clip), x.scale_tensor.empty() ? "-" : x.scale_tensor});
+  };
+  for (std::size_t i = 0; i < r.tensors.size() && i < top; ++i) row(r.tensors[i]);
+  row(r.total);
+  v.line(fmt::format("reuse the bits: rewrite {} bytes 0x80 -> 0x00 and double every scale (exact; {} fn NaN codes "
+                     "would read as +-480).",
+                     r.total.neg_zero_rewrites, r.total.nan_codes));
+  v.line(fmt::format("re-encode at the same scale: {} values in (240, 448] clip; multiplying the scale by {:.4g} (or "
+                     "2, exactly) avoids it.",
+                     r.total.clip_same_scale, r.total.scale_factor_no_clip));
+  out.details = to_json(r);
 }
 
 }  // namespace numprobe::probes

@@ -9,6 +9,8 @@
 // >= that); the power of two 2 is exact, which is why the bit-reuse recipe doubles scales.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+
+#include "numprobe/core/result.hpp"
 #include <string>
 #include <vector>
 
@@ -56,5 +58,8 @@ struct fnuz_report {
                                              const std::string& filter);
 
 [[nodiscard]] nlohmann::json to_json(const fnuz_report& r);
+// The migration as the result model: its JSON as the details, and its view (the first `top`
+// tensors, the total and the two ways to migrate).
+void fill_result(const fnuz_report& r, std::size_t top, result::check_result& out);
 
 }  // namespace numprobe::probes

@@ -24,6 +24,7 @@ struct scan_options {
   std::vector<std::string> schemes = {"nvfp4"};  // the first is primary (ranking)
   std::string filter;                            // ECMAScript regex on names ("" = all)
   bool all = false;                              // include non-matrix tensors (norms, biases)
+  std::size_t top = 20;                          // tensors the report's ranked table shows
   std::int64_t band_elements = std::int64_t{1} << 20;
   // A reader thread keeps the next tensors' bytes coming into the page cache, at most this many
   // bytes ahead of the tensor being scanned (src/io/prefetch.hpp), so disk reads overlap the

@@ -49,6 +49,83 @@ std::pair<std::string, std::string> unit_format(const std::string& n) {
   return {"", "int"};
 }
 
+std::string human_bytes(double b) {
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.2f} MB", b / 1e6);
+  if (b >= 1e3) return fmt::format("{:.2f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
+
+// What the terminal shows: the worst tensors, the worst block element by element, the groups by
+// layer type and depth, and bits and bytes per format.
+void add_view(const scan_report& r, bool allow_nonfinite, result::check_result& out) {
+  using result::fixed3;
+  using result::sci;
+  result::view_builder v(out);
+  const auto& schemes = r.options.schemes;
+  v.line(fmt::format("checkpoint {}: {} tensors scanned ({}), {} skipped", r.options.checkpoint, r.tensors.size(),
+                     human_bytes(r.source_bytes), r.skipped.size()));
+  auto& t = v.add_table({"rank", "tensor", "shape", "sqnr_db", "rel_rms", "max_abs", "flushed", "clipped",
+                         "outlier_blk", "vs"},
+                        fmt::format("worst tensors under {} (of {})", schemes[0], r.tensors.size()));
+  for (std::size_t i = 0; i < r.tensors.size() && i < r.options.top; ++i) {
+    const auto& x = r.tensors[i];
+    const auto& p = x.results[0];
+    std::string vs;
+    for (std::size_t s = 1; s < x.results.size(); ++s)
+      vs += fmt::format("{}{} {:.2f} dB", s > 1 ? ", " : "", x.results[s].scheme, x.results[s].sqnr_db);
+    t.rows.push_back({std::to_string(i + 1), x.name, fmt::format("{}x{}", x.rows, x.cols), fixed3(p.sqnr_db),
+                      sci(p.rel_rms), sci(p.max_abs), std::to_string(p.flushed), std::to_string(p.clipped),
+                      std::to_string(p.outlier_blocks), vs.empty() ? "-" : vs});
+  }
+  if (!r.tensors.empty() && !r.tensors[0].results[0].worst.flat.empty()) {
+    const auto& x = r.tensors[0];
+    const auto& w = x.results[0].worst;
+    const auto& b = w.stats;
+    auto& e = v.add_table({"element", "input", "dequant", "note"},
+                          fmt::format("worst block of {} ({}): rows {}..{}, cols {}..{}, amax {} at ({},{}), scale {}, "
+                                      "{} flushed, {} clipped",
+                                      x.name, w.outlier ? "outlier block" : "largest error", b.row0,
+                                      b.row0 + b.rows - 1, b.col0, b.col0 + b.cols - 1, sci(b.amax), b.argmax / x.cols,
+                                      b.argmax % x.cols, fmt::format("{:.9g}", b.scale), b.flushed, b.clipped));
+    for (std::size_t i = 0; i < w.flat.size() && i < 16; ++i) {
+      std::string note = w.flat[i] == b.argmax ? "sets the scale" : "";
+      if (w.input[i] != 0 && w.dequant[i] == 0) note = "FLUSHED";
+      e.rows.push_back({fmt::format("({},{})", w.flat[i] / x.cols, w.flat[i] % x.cols),
+                        fmt::format("{:.6g}", w.input[i]), fmt::format("{:.6g}", w.dequant[i]), note});
+    }
+  }
+  auto& g = v.add_table({"type", "tensors", "params", "sqnr_db", "flushed", "clipped", "worst tensor"},
+                        fmt::format("by layer type ({})", schemes[0]));
+  for (const auto& x : r.by_type[0])
+    g.rows.push_back({x.key, std::to_string(x.tensors), std::to_string(x.elements), fixed3(x.sqnr_db),
+                      std::to_string(x.flushed), std::to_string(x.clipped), x.worst_tensor});
+  if (r.by_depth[0].size() > 1) {
+    auto& d = v.add_table({"layer", "tensors", "params", "sqnr_db", "flushed", "outlier_blk"},
+                          fmt::format("by depth ({})", schemes[0]));
+    for (const auto& x : r.by_depth[0])
+      d.rows.push_back({x.key, std::to_string(x.tensors), std::to_string(x.elements), fixed3(x.sqnr_db),
+                        std::to_string(x.flushed), std::to_string(x.outlier_blocks)});
+  }
+  auto& f = v.add_table({"format", "sqnr_db", "bits/param", "bytes", "flushed", "clipped"}, "per format");
+  for (const auto& x : r.totals)
+    f.rows.push_back({x.key, fixed3(x.sqnr_db),
+                      fmt::format("{:.4f}", x.elements ? x.bytes * 8.0 / static_cast<double>(x.elements) : 0.0),
+                      human_bytes(x.bytes), std::to_string(x.flushed), std::to_string(x.clipped)});
+  v.line(fmt::format("read      {:.0f} MB/s", r.bytes_read / 1e6 / std::max(r.seconds, 1e-9)));
+  // NaN/Inf in a checkpoint is a finding: it is excluded from the error sums, so without this
+  // line a poisoned tensor would read as a good SQNR.
+  std::int64_t tensors = 0, elements = 0;
+  for (const auto& x : r.tensors)
+    if (!x.results.empty() && x.results[0].nonfinite_inputs > 0) {
+      ++tensors;
+      elements += x.results[0].nonfinite_inputs;
+    }
+  if (tensors > 0)
+    v.line(fmt::format("NON-FINITE: {} tensor(s) hold {} NaN/Inf input elements{}", tensors, elements,
+                       allow_nonfinite ? " (allowed by --allow-nonfinite)" : "; exit 1 (--allow-nonfinite accepts them)"));
+}
+
 }  // namespace
 
 const std::vector<std::string>& scan_tensor_metric_names() { return k_tensor_metrics_list; }
@@ -95,25 +172,13 @@ void fill_result(const scan_report& r, const scan_options& o, const std::vector<
                                             "NaN/Inf in a checkpoint is a finding (allow_nonfinite = true accepts it)"},
                                       static_cast<double>(bad), out.case_id));
   }
+  out.seconds = r.seconds;
   const auto& w = r.tensors.front();
   out.message = fmt::format("{} tensors under {}: worst {} ({:.2f} dB, {} flushed, {} outlier blocks)",
                             r.tensors.size(), o.schemes.front(), w.name, w.results.front().sqnr_db,
                             w.results.front().flushed, w.results.front().outlier_blocks);
 
-  std::vector<std::string> head{"tensor", "type", "layer"};
-  for (const auto& sc : o.schemes) head.push_back(sc + " dB");
-  head.insert(head.end(), {"flushed", "clipped", "outlier blocks"});
-  result::table ranked{"tensors ranked worst first (" + o.schemes.front() + ")", head, {}};
-  for (std::size_t i = 0; i < r.tensors.size() && i < 32; ++i) {
-    const auto& t = r.tensors[i];
-    std::vector<std::string> row{t.name, t.layer_type, t.layer >= 0 ? std::to_string(t.layer) : "-"};
-    for (const auto& res : t.results) row.push_back(result::format_value(res.sqnr_db, "fixed"));
-    row.push_back(std::to_string(t.results.front().flushed));
-    row.push_back(std::to_string(t.results.front().clipped));
-    row.push_back(std::to_string(t.results.front().outlier_blocks));
-    ranked.rows.push_back(std::move(row));
-  }
-  out.tables.push_back(std::move(ranked));
+  add_view(r, allow_nonfinite, out);
   out.tables.push_back(data_table(r));
   out.details = to_json(r);
 }

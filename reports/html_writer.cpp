@@ -5,6 +5,7 @@
 #include "reports/gate_text.hpp"
 #include "reports/report_writer.hpp"
 #include "reports/svg_plot.hpp"
+#include "reports/view_order.hpp"
 
 namespace numprobe::reports {
 namespace {
@@ -21,6 +22,7 @@ code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#f6f6f6;padding:
 .meta td:first-child{color:#666}svg.plot{display:block;margin:6px 0 14px;max-width:100%;height:auto}
 svg .tick{font-size:11px;fill:#555}svg .label{font-size:12px;fill:#333}svg .legend{font-size:11px;fill:#333}
 svg .boundlabel{font-size:11px;fill:#d62728}.msg{color:#444;margin:4px 0}.held-no{color:#d62728;font-weight:600}
+pre.notes{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#f8f8f8;padding:6px 10px;border-radius:4px;overflow-x:auto}
 )";
 
 // Counts the marks each plot drew (with a non-empty box) and records it on the page, so a
@@ -36,7 +38,8 @@ document.body.setAttribute('data-empty-plots',empty);document.body.setAttribute(
 std::string esc(std::string_view s) { return xml_escape(s); }
 
 void write_table(std::ostream& out, const result::table& t) {
-  out << "<h3>" << esc(t.title) << "</h3>\n<table><tr>";
+  if (!t.title.empty()) out << "<h3>" << esc(t.title) << "</h3>\n";
+  out << "<table><tr>";
   for (const auto& c : t.columns) out << "<th>" << esc(c) << "</th>";
   out << "</tr>\n";
   for (const auto& row : t.rows) {
@@ -112,8 +115,14 @@ void html_writer::do_write(const result::run_result& r, std::ostream& out) const
     for (const auto& cv : c.curves) out << "<h3>" << esc(cv.title) << "</h3>\n" << detail::svg_curve(cv);
     for (const auto& h : c.histograms) out << "<h3>" << esc(h.title) << "</h3>\n" << detail::svg_histogram(h);
     for (const auto& h : c.heat_maps) out << "<h3>" << esc(h.title) << "</h3>\n" << detail::svg_heat_map(h);
-    for (const auto& t : c.tables)
-      if (!t.data) write_table(out, t);
+    detail::for_each_in_reading_order(
+        c,
+        [&out](const std::vector<std::string>& lines) {
+          out << "<pre class=\"notes\">";
+          for (const auto& l : lines) out << esc(l) << '\n';
+          out << "</pre>\n";
+        },
+        [&out](const result::table& t) { write_table(out, t); });
     for (const auto& t : c.traces) write_table(out, t);
     out << "</section>\n";
   }

@@ -3,6 +3,7 @@
 
 #include "reports/gate_text.hpp"
 #include "reports/report_writer.hpp"
+#include "reports/view_order.hpp"
 
 namespace numprobe::reports {
 namespace {
@@ -19,7 +20,8 @@ std::string cell(std::string_view s) {
 }
 
 void write_table(std::ostream& out, const result::table& t, std::string_view heading) {
-  out << "\n" << heading << cell(t.title) << "\n\n|";
+  if (!t.title.empty()) out << "\n" << heading << cell(t.title) << "\n";
+  out << "\n|";
   for (const auto& c : t.columns) out << ' ' << cell(c) << " |";
   out << "\n|";
   for (std::size_t i = 0; i < t.columns.size(); ++i) out << "---|";
@@ -41,8 +43,15 @@ void write_check_body(std::ostream& out, const result::check_result& c) {
       out << fmt::format("| {} | {}{} |\n", cell(m.name), result::format_value(m.value, m.format),
                          m.unit.empty() ? "" : " " + m.unit);
   }
-  for (const auto& t : c.tables)
-    if (!t.data) write_table(out, t, "### ");
+  // The probe's notes as preformatted text (they are aligned for a fixed-width font).
+  detail::for_each_in_reading_order(
+      c,
+      [&out](const std::vector<std::string>& lines) {
+        out << "\n```text\n";
+        for (const auto& l : lines) out << l << '\n';
+        out << "```\n";
+      },
+      [&out](const result::table& t) { write_table(out, t, "### "); });
   for (const auto& t : c.traces) write_table(out, t, "## Trace: ");
 }
 

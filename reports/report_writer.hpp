@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "numprobe/core/result.hpp"
 
@@ -21,10 +22,13 @@ class report_writer {
   virtual void do_write(const result::run_result& r, std::ostream& out) const = 0;
 };
 
-// Terminal: one line per check (status, name, bounds with measured values, case id).
+// Terminal: a run is one line per check (status, name, bounds with measured values, case id);
+// a command's document is its check's view for people (notes and tables in reading order),
+// its gates and its time.
 class terminal_writer final : public report_writer {
  public:
-  explicit terminal_writer(bool colour) : m_colour(colour) {}
+  // traces: a command's traces are printed too (audit prints its cases only with --trace).
+  explicit terminal_writer(bool colour, bool traces = true) : m_colour(colour), m_traces(traces) {}
   // Writes to stdout.
   void print(const result::run_result& r) const;
 
@@ -32,8 +36,15 @@ class terminal_writer final : public report_writer {
   void do_write(const result::run_result& r, std::ostream& out) const override;
 
  private:
+  void write_command_body(const result::check_result& c, std::ostream& out) const;
   bool m_colour;
+  bool m_traces;
 };
+
+// Columns padded to their widest cell: numbers right-aligned, the first column and a text last
+// column left-aligned; one line per row, the header first (none when empty).
+[[nodiscard]] std::string aligned_text(const std::vector<std::string>& header,
+                                       const std::vector<std::vector<std::string>>& rows);
 
 class json_writer final : public report_writer {
  protected:

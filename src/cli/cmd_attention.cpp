@@ -7,62 +7,8 @@
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/dumped_inputs.hpp"
-#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
-namespace {
-
-void print_point(const probes::attention_point& p, const attention_provider& prov,
-                 const std::vector<bound>& bounds) {
-  fmt::print("case      {}\n", p.case_id);
-  fmt::print("backend   {}\n", prov.name());
-  fmt::print("rows      {} of {} query rows{} (x {} heads)\n\n", p.rows_evaluated,
-             p.queries, p.rows_evaluated < p.queries ? " (stratified sample)" : "",
-             p.kernel.per_row.empty() ? 0 : p.kernel.per_row.size() / std::max<std::size_t>(1, p.rows_evaluated));
-  // NaN/Inf first and on one line: it is the finding, and the table below reads inf throughout.
-  if (p.nonfinite.total() > 0) fmt::print("NaN/Inf   {}\n\n", p.nonfinite.summary());
-  text_table t({"metric", "kernel", "naive", "end-to-end"});
-  auto row = [&](const char* name, auto get) {
-    t.add({name, sci(get(p.kernel)), sci(get(p.naive)),
-           p.end_to_end ? sci(get(*p.end_to_end)) : std::string("-")});
-  };
-  row("rel_rms", [](const auto& e) { return e.rel_rms; });
-  row("max_abs", [](const auto& e) { return e.max_abs; });
-  row("max_rel", [](const auto& e) { return e.max_rel; });
-  row("max_ulp", [](const auto& e) { return e.max_ulp; });
-  row("lse_max_abs", [](const auto& e) { return e.lse_max_abs; });
-  t.add({"nan/inf", fmt::format("{}/{}", p.kernel.nan_count, p.kernel.inf_count),
-         fmt::format("{}/{}", p.naive.nan_count, p.naive.inf_count),
-         p.end_to_end ? fmt::format("{}/{}", p.end_to_end->nan_count, p.end_to_end->inf_count) : "-"});
-  auto lse_counts = [](const auto& e) {
-    return e.lse_known ? fmt::format("{}/{}", e.lse_nan_count, e.lse_inf_count) : std::string("no LSE");
-  };
-  t.add({"lse nan/inf", lse_counts(p.kernel), lse_counts(p.naive),
-         p.end_to_end ? lse_counts(*p.end_to_end) : "-"});
-  t.print();
-  fmt::print("\nratio_to_naive  {}   (kernel rel_rms / naive same-precision rel_rms; healthy <= 2)\n",
-             fixed3(p.ratio_to_naive));
-  if (!p.worst.empty()) {
-    fmt::print("\nworst rows (vs reference on the same rounded inputs):\n");
-    text_table w({"row", "head", "q_tile", "k_tile", "keys", "rel_rms", "max_abs", "lse_abs"});
-    for (const auto& r : p.worst)
-      w.add({std::to_string(r.row), std::to_string(r.head), std::to_string(r.query_tile),
-             std::to_string(r.key_tile), std::to_string(r.keys), sci(r.rel_rms), sci(r.max_abs),
-             sci(r.lse_abs)});
-    w.print();
-  }
-  for (const auto& b : bounds) {
-    const auto m = p.metric(b.metric);
-    fmt::print("{} {}  measured {}\n", m && b.holds(*m) ? "PASS" : "FAIL", b.text(),
-               m ? sci(*m) : std::string("n/a"));
-  }
-  if (p.nonfinite_total() > 0)
-    fmt::print("FAIL the candidate output holds NaN or Inf ({} NaN, {} Inf in O; {} NaN, {} Inf in LSE)\n",
-               p.kernel.nan_count, p.kernel.inf_count, p.kernel.lse_nan_count, p.kernel.lse_inf_count);
-}
-
-}  // namespace
-
 void setup_attention(CLI::App& app) {
   auto flags = std::make_shared<case_flags>();
   auto* sub = app.add_subcommand("attention", "one attention case on a backend vs the reference");
@@ -99,7 +45,6 @@ void setup_attention(CLI::App& app) {
       gates.push_back({{"bound", b.text()}, {"measured", m ? probes::json_number(*m) : nullptr},
                        {"pass", ok}});
     }
-    if (!f.out.to_stdout()) print_point(p, *prov, bounds);
     result::check_result rc;
     rc.backend = prov->name();
     probes::fill_result(p, bounds, rc);

@@ -9,7 +9,6 @@
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/progress.hpp"
-#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
 namespace {
@@ -22,43 +21,6 @@ std::int64_t parse_seq_max(const std::string& s) {
   const auto hi = parse_positive(s.substr(dots + 2), "--seq");
   if (hi < lo) throw_input_error("--seq", fmt::format("need A <= B, got {}", s));
   return hi;
-}
-
-void print_audit(const probes::audit_result& r, bool verbose) {
-  std::string tile = r.tile_k > 0 ? fmt::format("{}x{} ({})", r.tile_q > 0 ? std::to_string(r.tile_q) : "?", r.tile_k,
-                                                r.tile_source)
-                                  : "unknown: probes cross every common tile size (16..256)";
-  fmt::print("backend   {}\ncase      {}\nbound     {}\ntile      {}\n", r.provider, r.base_case,
-             r.bounds.empty() ? "" : r.bounds.front(), tile);
-  if (r.inferred.ran) fmt::print("          inference: {}\n", probes::tile_text(r.inferred));
-  fmt::print("\n");
-  if (verbose) {
-    text_table t({"#", "seq", "ratio", "rel_rms", "nan", "result", "change"});
-    for (const auto& s : r.trace)
-      t.add({std::to_string(s.index), std::to_string(s.seq), fixed3(s.ratio_to_naive), sci(s.rel_rms),
-             std::to_string(s.nan_count), s.failed ? "FAIL" : "pass", s.change});
-    t.print();
-    fmt::print("\n");
-  }
-  text_table t({"class", "verdict", "cases"});
-  for (const auto& c : r.classes)
-    t.add({c.name, c.verdict == "fail" ? "FAIL" : c.verdict, std::to_string(c.cases.size())});
-  t.print();
-  // Evidence: failing classes first, then the rest.
-  for (const bool failing : {true, false})
-    for (const auto& c : r.classes) {
-      if ((c.verdict == "fail") != failing) continue;
-      fmt::print("\n[{}] {}\n", failing ? "FAIL" : c.verdict, c.name);
-      for (const auto& e : c.evidence) fmt::print("  {} {}\n", failing ? "+" : "-", e);
-    }
-  for (const auto& e : r.errors) fmt::print("ERROR  {}  {}: {}\n", e.klass, e.case_id, e.message);
-  const auto failing = probes::failing_classes(r.classes);
-  std::string names;
-  for (const auto& n : failing) names += (names.empty() ? "" : ", ") + n;
-  fmt::print("\nverdict   {}\n", failing.empty() ? (r.errors.empty() ? "healthy: every class passes"
-                                                                      : "no class fails, but some cases errored")
-                                                   : fmt::format("{} class(es) fail: {}", failing.size(), names));
-  fmt::print("time      {:.1f} s, {} cases\n", r.seconds, r.trace.size());
 }
 
 }  // namespace
@@ -92,14 +54,15 @@ void setup_audit(CLI::App& app) {
     };
     const auto r = probes::run_audit(o);
     bar.finish();
-    if (!f.out.to_stdout()) print_audit(r, *verbose);
     // A failing class is a finding (1); with none, a case the backend could not run leaves the
     // audit incomplete (3).
     if (!probes::failing_classes(r.classes).empty()) exit_status() = 1;
     else exit_status() = r.errors.empty() ? 0 : 3;
     result::check_result c;
     probes::fill_result(r, c);
-    write_command_reports(f.out, "audit", o.base.seed, std::move(c), exit_status());
+    auto out = f.out;
+    out.terminal_traces = *verbose;
+    write_command_reports(out, "audit", o.base.seed, std::move(c), exit_status());
   });
 }
 

@@ -27,11 +27,6 @@ result::table to_table(const std::string& title, const std::vector<backend_info>
   return t;
 }
 
-void print_family(const std::string& title, const std::vector<backend_info>& backends) {
-  fmt::print("\n{}:\n", title);
-  for (const auto& b : backends) fmt::print("  {:<12} {}\n", b.name, b.description);
-}
-
 }  // namespace
 
 void setup_backends(CLI::App& app) {
@@ -46,21 +41,21 @@ void setup_backends(CLI::App& app) {
     nlohmann::json devices = nlohmann::json::array();
     for (auto d : cuda_devices()) { d["backend"] = "cuda"; devices.push_back(d); }
     for (auto d : hip_devices()) { d["backend"] = "hip"; devices.push_back(d); }
-    if (!json->to_stdout()) {
-      for (const auto& b : backends) fmt::print("{:<8} {}\n", b.name, b.description);
-      print_family("softmax backends", softmax);
-      print_family("quantize backends (besides ref)", quant);
-      fmt::print("\ndevices:\n");
-      if (devices.empty()) fmt::print("  none visible (CPU backends only)\n");
-      for (const auto& d : devices) fmt::print("  {}\n", d.dump());
-    }
     result::check_result c;
     c.backend = "none";
     c.message = fmt::format("{} backends, {} devices visible", backends.size(), devices.size());
-    const result::table bt = to_table("backends", backends);
-    result::table dt{"devices", {"backend", "device"}, {}, false};
-    for (const auto& d : devices) dt.rows.push_back({d.value("backend", ""), d.dump()});
-    c.tables = {bt, to_table("softmax backends", softmax), to_table("quantize backends (besides ref)", quant), dt, bt};
+    result::view_builder v(c);
+    const result::table bt = to_table("attention backends", backends);
+    v.add_table(bt);
+    v.add_table(to_table("softmax backends", softmax));
+    v.add_table(to_table("quantize backends (besides ref)", quant));
+    if (devices.empty()) {
+      v.line("devices: none visible (CPU backends only)");
+    } else {
+      auto& dt = v.add_table({"backend", "device"}, "devices");
+      for (const auto& d : devices) dt.rows.push_back({d.value("backend", ""), d.dump()});
+    }
+    c.tables.push_back(bt);
     c.tables.back().data = true;
     c.details["backends"] = to_json(backends);  // the attention backends
     c.details["softmax_backends"] = to_json(softmax);

@@ -16,7 +16,6 @@
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/report_output.hpp"
-#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
 namespace {
@@ -152,21 +151,16 @@ void list_formats(const report_flags& out) {
   for (const auto& sc : nf::all_schemes())
     schemes_table.rows.push_back({std::string(sc.name), fmt::format("{:.4f}", sc.bits_per_element),
                                   std::string(sc.description)});
-  if (!out.to_stdout()) {
-    text_table t(formats_table.columns);
-    for (const auto& row : formats_table.rows) t.add(row);
-    t.print();
-    fmt::print("\nbits: value bits; stored: bits one unpacked element occupies; overflow: the "
-               "default policy (saturate | nan | inf)\n\n");
-    text_table s(schemes_table.columns);
-    for (const auto& row : schemes_table.rows) s.add(row);
-    s.print();
-    fmt::print("\nbits/element includes every stored scale and zero point (4096x4096 tensor)\n");
-  }
   result::check_result c;
   c.backend = "ref";
   c.message = fmt::format("{} formats, {} schemes", formats_table.rows.size(), schemes_table.rows.size());
-  c.tables = {formats_table, schemes_table, formats_table};
+  result::view_builder v(c);
+  v.add_table(formats_table);
+  v.line("bits: value bits; stored: bits one unpacked element occupies; overflow: the default policy (saturate | "
+         "nan | inf)");
+  v.add_table(schemes_table);
+  v.line("bits/element includes every stored scale and zero point (4096x4096 tensor)");
+  c.tables.push_back(formats_table);
   c.tables.back().data = true;  // --csv: one row per format
   auto& doc = c.details;
   doc["formats"] = nlohmann::json::array();
@@ -226,12 +220,8 @@ void show_format(const std::string& text, const report_flags& out) {
   nlohmann::json rows = nlohmann::json::array();
   const std::vector<std::string> columns = full ? std::vector<std::string>{"code", "value", "class"}
                                                 : std::vector<std::string>{"code", "value", "what"};
-  text_table t(columns);
   result::table codes{full ? "every code" : "special codes", columns, {}, false};
-  auto add_row = [&](std::vector<std::string> row) {
-    t.add(row);
-    codes.rows.push_back(std::move(row));
-  };
+  auto add_row = [&](std::vector<std::string> row) { codes.rows.push_back(std::move(row)); };
   if (full) {
     for (std::uint64_t c = 0; c < (std::uint64_t{1} << f.bits); ++c) {
       const double v = value_of(f, c);
@@ -246,18 +236,16 @@ void show_format(const std::string& text, const report_flags& out) {
       rows.push_back({{"code", hex_code(f, c)}, {"value", json_number(v)}, {"what", what}});
     }
   }
-  if (!out.to_stdout()) {
-    fmt::print("{} ({}, bias {}, default overflow {}); NaN codes: {}\n", f.name, layout(f),
-               f.bias, overflow_name(f.default_overflow), ranges_text(f, nan_ranges(f)));
-    t.print();
-  }
   result::check_result c;
   c.backend = "ref";
   c.case_id = std::string(f.name);
   c.message = fmt::format("{} ({}, bias {}, default overflow {}); NaN codes: {}", f.name, layout(f), f.bias,
                           overflow_name(f.default_overflow), ranges_text(f, nan_ranges(f)));
-  c.tables = {codes, codes};
-  c.tables.front().data = true;  // --csv: one row per code
+  result::view_builder v(c);
+  v.line(c.message);
+  v.add_table(codes);
+  c.tables.push_back(codes);
+  c.tables.back().data = true;  // --csv: one row per code
   c.details["format"] = format_json(f);
   c.details[full ? "codes" : "summary"] = rows;
   write_command_reports(out, "formats show", 0, std::move(c), 0);

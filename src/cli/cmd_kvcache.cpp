@@ -10,42 +10,8 @@
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/report_output.hpp"
-#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
-namespace {
-
-
-void print_kvcache(const probes::kvcache_result& r, bool all_multipliers) {
-  fmt::print("context   {} tokens, {} outlier tokens (x{:g}, rate {:g} past position {}), static scales "
-             "calibrated on the first {} tokens\n\n",
-             r.context, r.outlier_positions.size(), r.options.outlier_scale, r.options.outlier_rate,
-             r.options.outlier_after, r.calib_tokens);
-  text_table t({"format", "scale", "mult", "seq", "outl", "K clip%", "K clip", "K round", "V clip", "V round",
-                "O clip", "O round", "O total", "bound", "result"});
-  const auto& ms = r.options.multipliers;
-  for (const auto& p : r.points) {
-    if (!all_multipliers && ms.size() > 1) {
-      // The table shows the multiplier nearest 1 for every length, and the whole sweep at the
-      // longest length.
-      double nearest = ms.front();
-      for (double m : ms)
-        if (std::fabs(std::log2(m)) < std::fabs(std::log2(nearest))) nearest = m;
-      if (p.multiplier != nearest && p.seq != r.context) continue;
-    }
-    t.add({std::string(formats::name(p.format)), std::string(emu::to_string(p.layout)), fmt::format("{:g}", p.multiplier),
-           std::to_string(p.seq), std::to_string(p.outlier_tokens),
-           fmt::format("{:.3g}", p.k.elements ? 100.0 * static_cast<double>(p.k.clipped) / static_cast<double>(p.k.elements) : 0.0),
-           sci(p.k.clip_rel_rms), sci(p.k.round_rel_rms), sci(p.v.clip_rel_rms), sci(p.v.round_rel_rms),
-           sci(p.out_clip_rel_rms), sci(p.out_round_rel_rms), sci(p.out_rel_rms), fmt::format("{:.3g}", p.bound),
-           p.fails ? "FAIL (" + p.dominant + ")" : "pass"});
-  }
-  t.print();
-  fmt::print("\nsummary   {}\n", r.summary.text);
-  fmt::print("time      {:.1f} s\n", r.seconds);
-}
-
-}  // namespace
 
 void setup_kvcache(CLI::App& app) {
   struct flags_t {
@@ -111,11 +77,10 @@ void setup_kvcache(CLI::App& app) {
     o.base.seed = f->seed;
     if (f->queries < 1 || f->queries > 64) throw_input_error("--queries", "must be in [1, 64]");
     const auto r = probes::run_kvcache(o);
-    if (!f->out.to_stdout()) print_kvcache(r, f->all);
     // A study reports failing configurations; only an explicit --bound gates the exit code.
     exit_status() = bound_given && r.summary.failures > 0 ? 1 : 0;
     result::check_result c;
-    probes::fill_result(r, {}, c);
+    probes::fill_result(r, {}, c, f->all);
     write_command_reports(f->out, "kvcache", f->seed, std::move(c), exit_status());
   });
 }

@@ -10,7 +10,6 @@
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/report_output.hpp"
-#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
 namespace {
@@ -96,81 +95,6 @@ probes::quant_probe_options make_options(const quant_flags& f) {
   return o;
 }
 
-std::string rc(std::int64_t flat, std::int64_t cols) {
-  return fmt::format("({},{})", flat / cols, flat % cols);
-}
-
-void print_report(const probes::quant_report& r) {
-  const auto& m = r.metrics;
-  const auto& q = r.result;
-  const auto& c = q.config;
-  fmt::print("case      {}\n", r.case_id);
-  fmt::print("scheme    {} ({}): {} elements, {} scales, blocks {}x{}, grid {}x{}", r.options.scheme_name,
-             formats::name(c.kind), formats::name(c.element),
-             c.kind == formats::scheme_kind::m_none ? "no" : formats::name(c.scale_format),
-             q.grid.block_rows, q.grid.block_cols, q.grid.grid_rows, q.grid.grid_cols);
-  if (c.kind == formats::scheme_kind::m_nvfp4) fmt::print(", tensor scale {}", sci(q.tensor_scale));
-  if (c.kind == formats::scheme_kind::m_mx) fmt::print(", rule {}", formats::name(c.rule));
-  fmt::print("\n\n");
-  text_table t({"metric", "value", ""});
-  const auto frac = [&](std::int64_t n) {
-    return fmt::format("{:.4f}% of elements", m.elements ? 100.0 * double(n) / double(m.elements) : 0.0);
-  };
-  t.add({"sqnr_db", fixed3(m.sqnr_db), "dB"});
-  t.add({"rel_rms", sci(m.rel_rms), ""});
-  t.add({"max_abs", sci(m.max_abs), ""});
-  t.add({"max_rel", sci(m.max_rel), ""});
-  t.add({"flushed", std::to_string(m.flushed), "non-zero in, zero out; " + frac(m.flushed)});
-  t.add({"clipped", std::to_string(m.clipped), "beyond the element max; " + frac(m.clipped)});
-  t.add({"scale_underflow", std::to_string(m.scale_underflow_blocks),
-         fmt::format("blocks of {} whose scale flushed", m.blocks)});
-  t.add({"outlier_blocks", std::to_string(m.outlier_blocks),
-         fmt::format("blocks of {}; {} neighbours flushed by the element that set the scale",
-                     m.blocks, m.outlier_flushed)});
-  t.add({"bits_per_element", fmt::format("{:.4f}", m.bits_per_element), "including scales"});
-  t.print();
-  if (m.nan_inputs || m.inf_inputs || m.nonfinite_outputs)
-    fmt::print("NON-FINITE: {} NaN and {} Inf inputs (excluded from the error metrics); {} finite "
-               "inputs dequantized to NaN/Inf\n",
-               m.nan_inputs, m.inf_inputs, m.nonfinite_outputs);
-  if (!r.worst_blocks.empty()) {
-    fmt::print("\nworst outlier blocks\n");
-    text_table w({"block", "at", "amax", "set by", "scale", "flushed", "by outlier", "clipped"});
-    for (auto i : r.worst_blocks) {
-      const auto& b = q.blocks[static_cast<std::size_t>(i)];
-      w.add({std::to_string(i), rc(b.row0 * q.grid.cols + b.col0, q.grid.cols), sci(b.amax),
-             rc(b.argmax, q.grid.cols), sci(b.scale), std::to_string(b.flushed),
-             std::to_string(r.outlier_flushes[static_cast<std::size_t>(i)]),
-             std::to_string(b.clipped)});
-    }
-    w.print();
-  }
-  if (r.worked.index >= 0) {
-    const auto& b = r.worked.stats;
-    fmt::print("\nworked block {} ({}): rows {}..{}, cols {}..{}; amax {} set by {}; scale {} "
-               "(stored code 0x{:X}{})\n",
-               r.worked.index, r.worst_blocks.empty() ? "largest error" : "worst outlier block",
-               b.row0, b.row0 + b.rows - 1, b.col0, b.col0 + b.cols - 1, sci(b.amax),
-               rc(b.argmax, q.grid.cols), fmt::format("{:.9g}", b.scale), b.scale_code,
-               c.kind == formats::scheme_kind::m_asym ? fmt::format(", zero point {}", b.zero_point)
-                                                      : "");
-    text_table w({"element", "input", "code", "dequant", "note"});
-    for (std::size_t i = 0; i < r.worked.flat.size(); ++i) {
-      const double x = r.worked.input[i], d = r.worked.dequant[i];
-      std::string note = r.worked.flat[i] == b.argmax ? "sets the scale" : "";
-      if (std::isfinite(x) && x != 0 && d == 0) note = "FLUSHED";
-      if (!std::isfinite(x)) note = "non-finite input";
-      w.add({rc(r.worked.flat[i], q.grid.cols), fmt::format("{:.6g}", x),
-             fmt::format("0x{:X}", r.worked.codes[i]), fmt::format("{:.6g}", d), note});
-    }
-    w.print();
-    if (r.worked.truncated) fmt::print("(first {} elements shown)\n", probes::k_worked_max);
-  }
-  for (const auto& b : r.breaches) fmt::print("FAIL {}  measured {}\n", b.bound, sci(b.measured));
-  fmt::print("{}", probes::device_check_text(r));
-  fmt::print("time      {:.2f} s\n", r.seconds);
-}
-
 }  // namespace
 
 void setup_quant(CLI::App& app) {
@@ -206,13 +130,10 @@ void setup_quant(CLI::App& app) {
     f->group_given = group_opt->count() > 0;
     const auto o = make_options(*f);
     const auto r = probes::run_quant(o);
-    if (!f->out.to_stdout()) print_report(r);
     if (!f->dump.empty()) probes::write_quant_dump(r, f->dump);
     // NaN/Inf inputs fail by default: they are excluded from the error metrics, so the other
     // gates cannot see them.
     const bool nonfinite = r.metrics.nan_inputs + r.metrics.inf_inputs > 0;
-    if (nonfinite && !f->out.to_stdout())
-      fmt::print("NON-FINITE input: exit 1{}\n", f->allow_nonfinite ? " suppressed by --allow-nonfinite" : " (--allow-nonfinite accepts it)");
     if (nonfinite && !f->allow_nonfinite)
       std::fprintf(stderr, "numprobe: NON-FINITE input: %lld NaN and %lld Inf elements in %s\n",
                    static_cast<long long>(r.metrics.nan_inputs), static_cast<long long>(r.metrics.inf_inputs),

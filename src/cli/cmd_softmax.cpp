@@ -10,7 +10,6 @@
 #include "src/cli/command.hpp"
 #include "src/cli/report_output.hpp"
 #include "src/cli/progress.hpp"
-#include "src/cli/table.hpp"
 
 namespace numprobe::cli {
 namespace {
@@ -63,48 +62,6 @@ softmax_case make_softmax_case(const softmax_flags& f, std::int64_t vocab) {
   c.seed = f.seed;
   c.validate();
   return c;
-}
-
-void print_point(const probes::softmax_point& p, const softmax_provider& k) {
-  fmt::print("case      {}\n", p.case_id);
-  fmt::print("backend   {}\n", k.name());
-  fmt::print("rows      {} x {} entries ({} chunks)\n\n", p.rows, p.vocab, p.chunks);
-  text_table t({"metric", "kernel", "naive", "end-to-end"});
-  auto row = [&](const char* name, auto get) {
-    t.add({name, sci(get(p.kernel)), sci(get(p.naive)), p.end_to_end ? sci(get(*p.end_to_end)) : "-"});
-  };
-  row("p_rel_rms", [](const auto& e) { return e.p_rel_rms; });
-  row("p_max_rel", [](const auto& e) { return e.p_max_rel; });
-  row("logp_max_abs", [](const auto& e) { return e.logp_max_abs; });
-  row("lse_max_abs", [](const auto& e) { return e.lse_max_abs; });
-  row("ce_max_abs", [](const auto& e) { return e.ce_max_abs; });
-  row("kl_mean", [](const auto& e) { return e.kl_mean; });
-  row("kl_max", [](const auto& e) { return e.kl_max; });
-  row("top1", [](const auto& e) { return e.top1; });
-  row("topk_overlap", [](const auto& e) { return e.topk_overlap; });
-  t.add({"nan/inf", fmt::format("{}/{}", p.kernel.nan_count, p.kernel.inf_count),
-         fmt::format("{}/{}", p.naive.nan_count, p.naive.inf_count),
-         p.end_to_end ? fmt::format("{}/{}", p.end_to_end->nan_count, p.end_to_end->inf_count) : "-"});
-  t.print();
-  fmt::print("\nratio_to_naive  {}   (kernel p_rel_rms / naive fp32 softmax p_rel_rms; healthy <= 2)\n",
-             fixed3(p.ratio_to_naive));
-}
-
-void print_sweep(const probes::softmax_sweep& s) {
-  fmt::print("backend   {}   chunk {}\n\n", s.kernel, s.chunk > 0 ? std::to_string(s.chunk) : "-");
-  text_table t({"vocab", "chunks", "mod", "p_rel_rms", "lse_max_abs", "kl_mean", "ratio", "nan", "case"});
-  for (const auto& p : s.points)
-    t.add({std::to_string(p.vocab), std::to_string(p.chunks),
-           s.chunk > 0 ? std::to_string(p.vocab % s.chunk) : "-", sci(p.kernel.p_rel_rms),
-           sci(p.kernel.lse_max_abs), sci(p.kernel.kl_mean), fixed3(p.ratio_to_naive),
-           std::to_string(p.kernel.nan_count + p.kernel.inf_count), p.case_id});
-  t.print();
-  fmt::print("\ngrowth    slope {} +- {} (log p_rel_rms vs log chunks, {} points)  verdict: {}\n",
-             fixed3(s.growth.slope), fixed3(s.growth.slope_stderr), s.growth.points, s.growth.verdict);
-  if (s.nan_points) fmt::print("NaN/Inf   {} points hold NaN or Inf in the output\n", s.nan_points);
-  for (const auto& b : s.breaches)
-    fmt::print("FAIL {}  at vocab {}: measured {}\n", b.bound, b.vocab, sci(b.measured));
-  fmt::print("time      {:.1f} s\n", s.seconds);
 }
 
 }  // namespace
@@ -186,14 +143,6 @@ void setup_softmax(CLI::App& app) {
         gates.push_back({{"bound", b.text()}, {"measured", m ? probes::json_number(*m) : nullptr}, {"pass", ok}});
       }
       probes::fill_result(p, bounds, rc);
-      if (!f->out.to_stdout()) {
-        print_point(p, *kernel);
-        for (const auto& g : gates)
-          fmt::print("{} {}  measured {}\n", g["pass"].get<bool>() ? "PASS" : "FAIL", g["bound"].get<std::string>(),
-                     g["measured"].is_null() ? "n/a" : sci(result::read_number(g["measured"])));
-        if (p.nonfinite())
-          fmt::print("FAIL the candidate holds NaN or Inf ({} NaN, {} Inf)\n", p.kernel.nan_count, p.kernel.inf_count);
-      }
       doc["result"] = probes::to_json(p);
       doc["gates"] = gates;
     } else {
@@ -212,7 +161,6 @@ void setup_softmax(CLI::App& app) {
       bar.finish();
       breach = s.gated_breach;
       probes::fill_result(s, so, rc);
-      if (!f->out.to_stdout()) print_sweep(s);
       doc["base_case"] = c.id();
       doc.update(probes::to_json(s));
     }

@@ -31,7 +31,6 @@ void add_report_flags(CLI::App* sub, report_flags& f, std::string_view csv_help)
 
 void write_command_reports(const report_flags& f, const std::string& command, std::uint64_t seed,
                            result::check_result c, int exit_code) {
-  if (!f.any()) return;
   if (c.name.empty()) c.name = command;
   if (c.probe.empty()) c.probe = command;
   c.outcome = exit_code == 0 ? result::status::m_pass : exit_code == 1 ? result::status::m_fail
@@ -44,6 +43,10 @@ void write_command_reports(const report_flags& f, const std::string& command, st
   r.checks_planned = 1;
   r.seconds = c.seconds;
   r.checks.push_back(std::move(c));
+  // The terminal is one more writer; it stays quiet when a report goes to stdout, so that
+  // stream stays parseable.
+  if (!f.to_stdout()) reports::terminal_writer(false, f.terminal_traces).print(r);
+  if (!f.any()) return;
   reports::report_targets t;
   t.paths = f.paths;
   reports::write_reports(r, t);

@@ -14,6 +14,7 @@ namespace numprobe::cli {
 
 struct report_flags {
   std::map<std::string, std::string> paths;  // format name (json, junit, md, csv, html) -> PATH
+  bool terminal_traces = true;  // the terminal report prints the check's traces
 
   [[nodiscard]] bool any() const;
   // A report goes to stdout: the terminal report is left out so the stream stays parseable.
@@ -23,7 +24,7 @@ struct report_flags {
 // Adds one option per report format (`--csv` help text can be specialised by the command).
 void add_report_flags(CLI::App* sub, report_flags& f, std::string_view csv_help = "");
 
-// Writes the reports asked for. `c` is the command's one check: its details become the JSON
+// Prints the terminal report (unless a report goes to stdout) and writes the reports asked for. `c` is the command's one check: its details become the JSON
 // document's top level. `exit_code` (0..3) sets the check's status, so every writer agrees with
 // the process's exit status. Throws numprobe::error (exit 2) naming a path that cannot be written.
 void write_command_reports(const report_flags& f, const std::string& command, std::uint64_t seed,

@@ -61,3 +61,37 @@ std::string format_value(double v, std::string_view format) {
 }
 
 }  // namespace numprobe::result
+
+namespace numprobe::result {
+
+std::string sci(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.3e}", v);
+}
+
+std::string fixed3(double v) {
+  if (!std::isfinite(v)) return sci(v);
+  return fmt::format("{:.3f}", v);
+}
+
+void view_builder::line(std::string text) {
+  std::int32_t people = 0;
+  for (const auto& t : m_c.tables) people += t.data ? 0 : 1;
+  m_c.notes.push_back({std::move(text), people});
+}
+
+table& view_builder::add_table(std::vector<std::string> columns, std::string title) {
+  table t;
+  t.title = std::move(title);
+  t.columns = std::move(columns);
+  return add_table(std::move(t));
+}
+
+table& view_builder::add_table(table t) {
+  t.data = false;
+  m_c.tables.push_back(std::move(t));
+  return m_c.tables.back();
+}
+
+}  // namespace numprobe::result

@@ -118,6 +118,9 @@ json to_json(const check_result& c) {
   for (const auto& t : c.tables) j["tables"].push_back(table_json(t));
   j["traces"] = json::array();
   for (const auto& t : c.traces) j["traces"].push_back(table_json(t));
+  j["notes"] = json::array();
+  for (const auto& n : c.notes) j["notes"].push_back({{"text", n.text}, {"at", n.at}});
+  if (c.view_shows_gates) j["view_shows_gates"] = true;
   j["details"] = c.details;
   return j;
 }
@@ -211,6 +214,9 @@ check_result check_from_json(const json& j, const std::string& place) {
     }
     for (const auto& t : j.value("tables", json::array())) c.tables.push_back(read_table(t));
     for (const auto& t : j.value("traces", json::array())) c.traces.push_back(read_table(t));
+    for (const auto& n : j.value("notes", json::array()))
+      c.notes.push_back({n.at("text").get<std::string>(), n.value("at", std::int32_t{0})});
+    c.view_shows_gates = j.value("view_shows_gates", false);
     c.details = j.value("details", json::object());
     return c;
   });

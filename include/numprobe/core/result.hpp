@@ -87,6 +87,14 @@ struct table {
   bool data = false;
 };
 
+// A line of the view for people (the terminal, Markdown and HTML), in reading order: it sits
+// before the check's `at`-th table for people (tables with data = false), or after all of them
+// when `at` is their count. An empty text is a blank line.
+struct note {
+  std::string text;
+  std::int32_t at = 0;
+};
+
 struct check_result {
   std::string name;      // the check's name (with its sweep values: "drift[dtype=f16]")
   std::string probe;     // attention, drift, quant, ...
@@ -102,6 +110,10 @@ struct check_result {
   std::vector<heat_map> heat_maps;
   std::vector<table> tables;
   std::vector<table> traces;
+  std::vector<note> notes;
+  // The view (the notes and tables) states every gate's outcome in the probe's own words (e.g.
+  // audit's verdict per class), so the terminal writer does not list the gates again.
+  bool view_shows_gates = false;
   nlohmann::json details = nlohmann::json::object();  // the probe's own JSON: every point
   double seconds = 0.0;
 
@@ -152,6 +164,28 @@ void normalise_non_finite(nlohmann::json& doc);
 // Throws numprobe::error (exit 2) naming `place` and the field on a malformed document.
 [[nodiscard]] check_result check_from_json(const nlohmann::json& j, const std::string& place);
 [[nodiscard]] run_result run_from_json(const nlohmann::json& j, const std::string& place);
+
+// Builds a check's view for people in reading order: lines and tables interleaved, as a
+// probe's findings read (what ran, the tables, then the verdict lines). The terminal writer
+// prints them in that order; Markdown and HTML show the same lines and tables.
+class view_builder {
+ public:
+  explicit view_builder(check_result& c) : m_c(c) {}
+  void line(std::string text);
+  void blank() { line(""); }
+  // The new table for people; rows are added to the returned reference (valid until the next
+  // add_table on this check).
+  table& add_table(std::vector<std::string> columns, std::string title = "");
+  table& add_table(table t);
+
+ private:
+  check_result& m_c;
+};
+
+// Number texts of the views: 4 significant digits in scientific notation (1.234e-03), 3
+// decimals; non-finite values as "nan", "inf", "-inf".
+[[nodiscard]] std::string sci(double v);
+[[nodiscard]] std::string fixed3(double v);
 
 // Formats a value by its hint ("sci", "fixed", "int", "pct"); NaN as "n/a".
 [[nodiscard]] std::string format_value(double v, std::string_view format);
