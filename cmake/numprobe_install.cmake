@@ -10,8 +10,8 @@ include(CMakePackageConfigHelpers)
 # The plugin C ABI (numprobe/kernel_abi.h) as a header-only target, for plugins.
 add_library(numprobe_kernel_abi INTERFACE)
 add_library(numprobe::kernel_abi ALIAS numprobe_kernel_abi)
-target_include_directories(numprobe_kernel_abi INTERFACE
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+# In the build tree, the abi layer's staged directory: numprobe/kernel_abi.h and nothing else.
+numprobe_public_headers(numprobe_kernel_abi SOURCES ${PROJECT_SOURCE_DIR}/include/numprobe/kernel_abi.h)
 
 if(NUMPROBE_TOP_LEVEL)
   set(NUMPROBE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/numprobe)

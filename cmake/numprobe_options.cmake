@@ -22,12 +22,16 @@ if(NUMPROBE_SANITIZE)
 endif()
 target_link_libraries(numprobe_options INTERFACE OpenMP::OpenMP_CXX)
 
-# numprobe_private_headers(target): the repository root as a PRIVATE include directory, for a
-# target built inside numprobe that includes private headers (its own layer's, or those of a
-# layer below it, e.g. src/providers/provider.hpp from probes; docs/architecture.md). include/
-# comes first, as it did when the root travelled with every library, so no command line moves.
+# numprobe_private_headers(target [SOURCES...]): what a target built inside numprobe may include,
+# PRIVATE. A layer's target (its sources, or SOURCES, in a folder of the layer table) sees its
+# layer's staged directory only: its own headers and those of the layers it knows about,
+# public (numprobe/...) and private (src/<layer>/x.hpp, probes/x.hpp, reports/x.hpp), so an
+# upward include does not compile. Any other target (bench, fuzz drivers) sees include/ and the
+# repository root. cmake/numprobe_layers.cmake stages the directories from docs/architecture.md.
 function(numprobe_private_headers target)
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
+  _numprobe_header_sources(${target} ${ARGN})
+  numprobe_layer_include_dirs(private public ${H_SOURCES})
+  target_include_directories(${target} PRIVATE ${private})
 endfunction()
 
 # numprobe_add_library(name SOURCES... [DEPS...]) with a numprobe:: alias.
@@ -38,13 +42,15 @@ function(numprobe_add_library name)
   endif()
   add_library(${name} STATIC ${A_SOURCES})
   add_library(numprobe::${name} ALIAS ${name})
-  # The interface is the public headers (include/numprobe/<layer>/) only. The repository root,
-  # for the private headers (src/<layer>/x.hpp, probes/x.hpp, reports/x.hpp), is each target's
-  # own: it does not travel to dependents or to a project that adds numprobe as a
-  # subdirectory (docs/architecture.md, "Include directories per layer").
-  target_include_directories(${name} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
-    $<INSTALL_INTERFACE:include>)
+  numprobe_layer_of_sources(layer ${A_SOURCES})
+  if(NUMPROBE_LAYERS_STAGED AND NOT layer AND NOT A_SOURCES MATCHES "cmake/empty.cpp$")
+    message(FATAL_ERROR "numprobe: ${name}'s sources are in no layer of docs/architecture.md")
+  endif()
+  # The interface is the public headers of the layer and those below it; the private headers
+  # (src/<layer>/x.hpp, probes/x.hpp, reports/x.hpp) are each target's own: they do not travel
+  # to dependents or to a project that adds numprobe as a subdirectory (docs/architecture.md,
+  # "Include directories per layer").
+  numprobe_public_headers(${name})
   numprobe_private_headers(${name})
   target_link_libraries(${name} PUBLIC ${A_DEPS} PRIVATE numprobe_options ${A_PRIVATE_DEPS})
 endfunction()

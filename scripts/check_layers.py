@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a library layer includes a layer it may not know (docs/architecture.md).
 
-    scripts/check_layers.py [--root DIR] [--table FILE]
+    scripts/check_layers.py [--root DIR] [--table FILE] [--stage-map]
 
 The allowed arrows are read from the layer table of docs/architecture.md (the row format is
 described there), so the documentation and the check cannot drift apart. "Knows about" is
@@ -9,6 +9,17 @@ transitive: a layer may include every layer reachable through its arrows. Every 
 "..." (and every #include <...> that names a file of the tree) in the layer folders is
 resolved the way the compiler does (the including file's folder, then include/, then the
 repository root) and its target mapped to a layer by the longest matching folder.
+
+--stage-map prints, instead of checking, what each layer may see, for the build to stage
+per-layer include directories of symlinks (cmake/numprobe_layers.cmake; docs/architecture.md,
+"Include directories per layer"). Tab-separated lines:
+    owner  LAYER  PREFIX       a folder (ending in /) or file of LAYER, from the table
+    stage  LAYER  LINK  PATH   LINK (relative to LAYER's directory) -> PATH (root-relative)
+    watch  DIR                 a folder staged file by file (it holds another layer's folder)
+A folder of a visible layer is one symlink unless another layer's folder lies inside it
+(src/kernels/ holds src/kernels/emu/); then its entries are staged one by one, without
+that folder. Paths under include/ are staged without the include/ prefix, so the spellings
+stay numprobe/formats/x.hpp, src/formats/x.hpp, probes/x.hpp.
 
 Exit status: 0 when no include crosses a missing arrow, 1 with one line per violation
 (file:line includes X (layer A may not include layer B)), 2 when the table cannot be read.
@@ -154,13 +165,67 @@ def check(root, table):
     return files, violations, pending, KNOWN_PENDING - used
 
 
+def stage_entries(root, prefixes, layer):
+    """(link, path) pairs for one layer's own folders and files: see --stage-map."""
+    def link_of(rel):
+        return rel[len("include/"):] if rel.startswith("include/") else rel
+
+    def owned_elsewhere(rel):  # rel ends in / for a folder
+        return layer_of(rel, prefixes) != layer
+
+    def nested(folder):
+        return any(p != folder and p.startswith(folder) for p, _ in prefixes)
+
+    entries, watched = [], []
+
+    def add(rel):  # rel: a folder (ending in /) or a file of this layer
+        if not rel.endswith("/") or not nested(rel):
+            entries.append((link_of(rel.rstrip("/")), rel.rstrip("/")))
+            return
+        watched.append(rel.rstrip("/"))
+        for name in sorted(os.listdir(os.path.join(root, rel))):
+            child = rel + name
+            if os.path.isdir(os.path.join(root, child)):
+                child += "/"
+            if not owned_elsewhere(child):
+                add(child)
+
+    for prefix, owner in prefixes:
+        if owner == layer and os.path.exists(os.path.join(root, prefix)):
+            add(prefix)
+    return entries, watched
+
+
+def stage_map(root, table):
+    """The lines of --stage-map: every layer sees its own entries and those of its closure."""
+    folders, arrows = read_table(table)
+    known = closure(arrows)
+    prefixes = [(p, layer) for layer, ps in folders.items() for p in ps]
+    own = {layer: stage_entries(root, prefixes, layer) for layer in folders}
+    lines = [f"owner\t{layer}\t{p}" for p, layer in prefixes]
+    for layer in folders:
+        for other in sorted(known[layer]):
+            lines += [f"stage\t{layer}\t{link}\t{path}" for link, path in own[other][0]]
+    watched = sorted({d for entries, dirs in own.values() for d in dirs})
+    return lines + [f"watch\t{d}" for d in watched]
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=os.path.dirname(here), help="repository root")
     ap.add_argument("--table", help="the layer table (default ROOT/docs/architecture.md)")
+    ap.add_argument("--stage-map", action="store_true",
+                    help="print what each layer may see (for the build), do not check")
     a = ap.parse_args()
     table = a.table or os.path.join(a.root, "docs", "architecture.md")
+    if a.stage_map:
+        try:
+            print("\n".join(stage_map(a.root, table)))
+        except (OSError, TableError) as e:
+            print(f"check_layers: {e}", file=sys.stderr)
+            return 2
+        return 0
     try:
         files, violations, pending, stale = check(a.root, table)
     except (OSError, TableError) as e:
