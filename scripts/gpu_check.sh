@@ -36,7 +36,7 @@ elif [[ -d .carry/include/toml++ ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$PWD/.carr
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNUMPROBE_ENABLE_CUDA=ON \
     -DNUMPROBE_ENABLE_HIP=OFF -DNUMPROBE_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
   cmake --build "$BUILD_DIR" -j "$JOBS" --target test_gpu gpu_attention_bench test_gpu_quant_decode gpu_quant_bench \
-    numprobe_cuda_plugin test_gpu_plugin test_gpu_softmax numprobe abi_overhead_bench
+    numprobe_cuda_plugin test_gpu_plugin test_gpu_softmax numprobe abi_overhead_bench test_gpu_decode_abi
 } > "$OUT/build.log" 2>&1
 if [[ $? -eq 0 ]]; then RESULT[build]=ok; else RESULT[build]=FAILED; tail -40 "$OUT/build.log"; fi
 # The CLI is needed only for the drift run; a failure there does not stop the rest.
