@@ -251,6 +251,9 @@ typedef struct numprobe_decode_variant {
   int32_t acc_mantissa;    /* 1..23, read when acc_promote > 0 */
   numprobe_tensor split_lse; /* f32 [splits, B*T, Hq]: each split's LSE_i (natural log, -inf for
                                 an empty split); data NULL when not wanted */
+  numprobe_tensor workspace; /* f32 [splits, B*T, Hq, D], dense: the split partials O_i, which the
+                                call overwrites (numprobe poisons it with NaN beforehand, outside
+                                its timing); data NULL: the plugin's own scratch */
 } numprobe_decode_variant;
 
 typedef uint32_t (*numprobe_kernel_abi_version_fn)(void);

@@ -31,7 +31,8 @@ static_assert(offsetof(numprobe_decode_variant, p_prescale) == 44 + 2 * sizeof(n
 static_assert(offsetof(numprobe_decode_variant, acc_promote) == 48 + 2 * sizeof(numprobe_tensor));
 static_assert(offsetof(numprobe_decode_variant, acc_mantissa) == 52 + 2 * sizeof(numprobe_tensor));
 static_assert(offsetof(numprobe_decode_variant, split_lse) == 56 + 2 * sizeof(numprobe_tensor));
-static_assert(sizeof(numprobe_decode_variant) == 56 + 3 * sizeof(numprobe_tensor));
+static_assert(offsetof(numprobe_decode_variant, workspace) == 56 + 3 * sizeof(numprobe_tensor));
+static_assert(sizeof(numprobe_decode_variant) == 56 + 4 * sizeof(numprobe_tensor));
 // The table: the first version-1 entries unchanged, decode_variant appended after them.
 static_assert(offsetof(numprobe_kernel_table, forward_variant) == 56);
 static_assert(offsetof(numprobe_kernel_table, decode_variant) == 64);

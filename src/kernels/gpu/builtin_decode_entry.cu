@@ -41,16 +41,17 @@ __global__ void widened_to_dtype(const float* __restrict__ in, T* __restrict__ o
     out[i] = platform::from_float<T>(in[i]);  // exact: the merge already rounded to T
 }
 
-// decode_split + decode_merge over p (p.o_part is scratch here; p.lse_part too when null).
+// decode_split + decode_merge over p. The split partials are `workspace` (the caller's, already
+// poisoned) or stream-ordered scratch; p.lse_part is scratch too when null.
 template <class T, class KV>
-void launch_split_merge(decode::params<T, KV> p, platform::stream_t stream) {
+void launch_split_merge(decode::params<T, KV> p, float* workspace, platform::stream_t stream) {
   const std::int64_t nrow = static_cast<std::int64_t>(p.batch) * p.t * p.hq;
   const std::size_t o_bytes = static_cast<std::size_t>(p.splits) * nrow * p.d * 4;
-  scratch o_part(o_bytes, stream);
+  scratch o_part(workspace ? 0 : o_bytes, stream);
   scratch lse_part(p.lse_part ? 0 : static_cast<std::size_t>(p.splits) * nrow * 4, stream);
   // 0xFF bytes: NaN, so a partial the split kernel failed to write poisons the merge.
-  NUMPROBE_GPU_CHECK(MemsetAsync, o_part.ptr, 0xFF, o_bytes, stream);
-  p.o_part = o_part.as<float>();
+  if (!workspace) NUMPROBE_GPU_CHECK(MemsetAsync, o_part.ptr, 0xFF, o_bytes, stream);
+  p.o_part = workspace ? workspace : o_part.as<float>();
   if (!p.lse_part) p.lse_part = lse_part.as<float>();
   decode::decode_split<T, KV><<<dim3(p.splits, p.hq, p.batch), decode::k_decode_threads, 0, stream>>>(p);
   check_launch("decode_split");
@@ -119,7 +120,7 @@ void launch_decode(const T* q, const T* k, const T* v, float* o, float* lse, int
   p.chunk = (max_seq + splits - 1) / splits;  // as flash_decode.cu with split_size 0
   p.mask = mask;
   p.scale_log2 = scale * decode::k_log2e_f;   // as flash_decode.cu: fp32 scale times log2 e
-  launch_split_merge(p, stream);
+  launch_split_merge(p, nullptr, stream);
 }
 
 template <class T>
@@ -285,6 +286,10 @@ variant_plan check_variant(const numprobe_decode_params& a, const numprobe_decod
   if (v.split_lse.data != nullptr &&
       (v.split_lse.dtype != NUMPROBE_DTYPE_F32 || !dense(v.split_lse, {plan.splits, a.batch * plan.t, a.heads})))
     throw refused{NUMPROBE_STATUS_UNSUPPORTED, "split_lse must be f32 [splits, B*T, Hq]"};
+  if (v.workspace.data != nullptr &&
+      (v.workspace.dtype != NUMPROBE_DTYPE_F32 ||
+       !dense(v.workspace, {plan.splits, a.batch * plan.t, a.heads, a.head_dim})))
+    throw refused{NUMPROBE_STATUS_UNSUPPORTED, "workspace must be f32 [splits, B*T, Hq, D]"};
   return plan;
 }
 
@@ -311,6 +316,8 @@ void decode_variant_typed(const numprobe_decode_params& a, const numprobe_decode
   p.acc_mantissa = v.acc_mantissa;
   p.faults = v.variant;
   const decode_outputs<T> out(a.o, a.lse, B * plan.t, a.heads, a.head_dim, stream);
+  // One sequence at a time takes its own [splits, T, Hq, D] slice, so every slice is poisoned.
+  auto* workspace = static_cast<float*>(v.workspace.data);
   const T* q = static_cast<const T*>(a.q.data);
   const KV* k = static_cast<const KV*>(a.k.data);
   const KV* kv_v = static_cast<const KV*>(a.v.data);
@@ -328,7 +335,7 @@ void decode_variant_typed(const numprobe_decode_params& a, const numprobe_decode
     p.lse_part = static_cast<float*>(v.split_lse.data);
     p.batch = static_cast<int>(B);
     p.s = S;
-    launch_split_merge(p, stream);
+    launch_split_merge(p, workspace, stream);
   } else {
     if (v.split_lse.data != nullptr)
       throw refused{NUMPROBE_STATUS_UNSUPPORTED,
@@ -345,7 +352,7 @@ void decode_variant_typed(const numprobe_decode_params& a, const numprobe_decode
       p.lse_part = nullptr;
       p.batch = 1;
       p.s = lens.empty() ? S : lens[static_cast<std::size_t>(i)];
-      launch_split_merge(p, stream);
+      launch_split_merge(p, workspace ? workspace + i * plan.splits * rows * a.head_dim : nullptr, stream);
     }
   }
   out.finish();

@@ -84,6 +84,7 @@ void launch_through_abi(const decode_request& r, const decode::params<T, KV>& p,
   v.acc_promote = r.acc_promote;
   v.acc_mantissa = r.acc_mantissa;
   v.split_lse = dense_abi_tensor(p.lse_part, NUMPROBE_DTYPE_F32, {p.splits, rows, r.hq});
+  v.workspace = dense_abi_tensor(p.o_part, NUMPROBE_DTYPE_F32, {p.splits, rows, r.hq, r.d});
   if (const int status = r.abi_decode(&a, &v); status != NUMPROBE_STATUS_OK) {
     if (const std::exception_ptr e = builtin_last_exception()) std::rethrow_exception(e);
     const char* msg = r.abi_last_error ? r.abi_last_error() : nullptr;
@@ -102,8 +103,9 @@ decode_result run_typed(const decode_request& r) {
   host::buffer q(nq * sizeof(T), "q"), k(nkv * sizeof(KV), "k"), v(nkv * sizeof(KV), "v");
   const int nscale = r.kv == kv_format::m_e4m3_head ? static_cast<int>(r.hkv) : 1;
   host::buffer ks(fp8 ? nscale * 4 : 0, "k_scale"), vs(fp8 ? nscale * 4 : 0, "v_scale");
-  // Through the ABI the split partials are the entry's own (stream-ordered, poisoned) scratch.
-  host::buffer o_part(r.abi_decode ? 0 : static_cast<std::size_t>(r.splits) * nq * 4, "o_part");
+  // Through the ABI too, the split partials are this buffer (the variant's workspace), poisoned
+  // here outside the timed region: the launches inside the events are the direct path's.
+  host::buffer o_part(static_cast<std::size_t>(r.splits) * nq * 4, "o_part");
   host::buffer lse_part(static_cast<std::size_t>(r.splits) * nrow * 4, "lse_part");
   host::buffer o(nq * 4, "o"), lse(nrow * 4, "lse");
   upload_as<T>(r.q, staging, q, nq);
