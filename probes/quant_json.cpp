@@ -55,6 +55,8 @@ nlohmann::json to_json(const quant_report& r) {
                  {"overflow", c.over == formats::overflow::m_saturate ? "saturate"
                               : c.over == formats::overflow::m_nan   ? "nan"
                                                                      : "inf"}};
+  j["conventions"] = nlohmann::json::object();
+  for (const auto& [axis, value] : formats::convention_values(c)) j["conventions"][std::string(axis)] = value;
   if (c.kind == formats::scheme_kind::m_nvfp4) j["tensor_scale"] = num(r.result.tensor_scale);
   j["elements"] = m.elements;
   j["sqnr_db"] = num(m.sqnr_db);

@@ -59,6 +59,7 @@ void add_view(const quant_report& r, bool allow_nonfinite, result::check_result&
   if (c.kind == formats::scheme_kind::m_nvfp4) scheme += fmt::format(", tensor scale {}", sci(q.tensor_scale));
   if (c.kind == formats::scheme_kind::m_mx) scheme += fmt::format(", rule {}", formats::name(c.rule));
   v.line(scheme);
+  v.line(fmt::format("conventions {}", formats::conventions_text(c)));
   auto& t = v.add_table({"metric", "value", ""});
   const auto frac = [&](std::int64_t n) {
     return fmt::format("{:.4f}% of elements", m.elements ? 100.0 * double(n) / double(m.elements) : 0.0);

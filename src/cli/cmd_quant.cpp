@@ -9,6 +9,7 @@
 #include "probes/quant_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/quant_conventions.hpp"
 #include "src/cli/report_output.hpp"
 
 namespace numprobe::cli {
@@ -23,7 +24,7 @@ struct quant_flags {
   int axis = -1;
   std::int64_t group = 0;
   std::string scale_format;
-  std::string rule;
+  convention_flags conventions;  // --preset, --scale-division, --scale-floor, --scale-arith, --rule
   std::string rounding = "rne";
   std::string overflow = "saturate";
   std::uint64_t seed = 7;
@@ -67,7 +68,7 @@ probes::quant_probe_options make_options(const quant_flags& f) {
     if (f.group <= 0) throw_input_error("--group", fmt::format("must be a positive group size, got {}", f.group));
     o.config.group = f.group;
   }
-  if (!f.rule.empty()) o.config.rule = formats::parse_mx_rule(f.rule, "--rule");
+  apply_convention_flags(f.conventions, o.config);
   if (f.rounding == "rne") o.config.round = formats::rounding::m_nearest_even;
   else if (f.rounding == "rtz") o.config.round = formats::rounding::m_toward_zero;
   else if (f.rounding == "stochastic") o.config.round = formats::rounding::m_stochastic;
@@ -112,7 +113,7 @@ void setup_quant(CLI::App& app) {
   sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
                 "exit 0 even when the input holds NaN/Inf (they are still reported)");
   sub->add_option("--scale-format", f->scale_format, "f32 | f16 | bf16 | e4m3fn | e8m0");
-  sub->add_option("--rule", f->rule, "MX scale rule: floor | ceil | rceil");
+  add_convention_flags(sub, f->conventions);
   sub->add_option("--rounding", f->rounding, "rne | rtz | stochastic")->capture_default_str();
   sub->add_option("--overflow", f->overflow, "saturate | nan | inf")->capture_default_str();
   sub->add_option("--seed", f->seed, "input and stochastic-rounding seed")->check(seed_validator())->capture_default_str();

@@ -6,23 +6,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "src/formats/convention_math.hpp"
 #include "src/formats/row_scratch.hpp"
 
 namespace numprobe::formats::detail {
-namespace {
-
-// quantize()'s store_scale: e8m0 rounds up to a power of two, the others to nearest.
-double store_scale(format_id f, double s) {
-  if (f == format_id::m_e8m0) {
-    int e = std::ilogb(s);
-    if (std::ldexp(1.0, e) < s) ++e;
-    return std::ldexp(1.0, std::clamp(e, -127, 127));
-  }
-  return round_to(f, s, rounding::m_nearest_even, overflow::m_saturate);
-}
-
-}  // namespace
-
 // The block's scale exactly as quantize() (scheme_quantize.cpp) derives it.
 void block_scale_rule::operator()(block_stats& b) const {
   switch (c.kind) {
@@ -31,19 +18,7 @@ void block_scale_rule::operator()(block_stats& b) const {
       const int emax = c.element == format_id::m_i8 ? 0 : std::ilogb(elem_max);
       int x = -127;
       if (b.amax > 0) {
-        const int fl = std::ilogb(b.amax);
-        const bool pow2 = std::ldexp(1.0, fl) == b.amax;
-        switch (c.rule) {
-          case mx_rule::m_floor: x = fl - emax; break;
-          case mx_rule::m_ceil: x = fl + (pow2 ? 0 : 1) - emax; break;
-          case mx_rule::m_rceil: {
-            const double mx = max_value;
-            x = fl - std::ilogb(mx);
-            while (std::ldexp(mx, x) < b.amax) ++x;
-            while (std::ldexp(mx, x - 1) >= b.amax) --x;
-            break;
-          }
-        }
+        x = mx_exponent(c.rule, b.amax, max_value, emax, mx_mantissa_bits(c));
         b.scale_underflow = x < -127;
         x = std::clamp(x, -127, 127);
       }
@@ -52,7 +27,7 @@ void block_scale_rule::operator()(block_stats& b) const {
       return;
     }
     case scheme_kind::m_nvfp4: {
-      const double sb = store_scale(c.scale_format, b.amax / (max_value * tensor_scale));
+      const double sb = nvfp4_block_scale(c, b.amax, max_value, tensor_scale);
       b.scale_code = encode(c.scale_format, sb, rounding::m_nearest_even, overflow::m_saturate);
       b.scale_underflow = b.amax > 0 && sb == 0.0;
       b.scale = sb * tensor_scale;
@@ -83,7 +58,9 @@ void block_scale_rule::set_tensor_amax(double amax) {
 
 scale_plan plan_of(const block_scale_rule& rule) {
   scale_plan plan;
-  if (rule.c.kind == scheme_kind::m_nvfp4 && rule.c.scale_format == format_id::m_e4m3fn) {
+  // The NVFP4 vector form is the default floor and arithmetic; other conventions are scalar.
+  if (rule.c.kind == scheme_kind::m_nvfp4 && rule.c.scale_format == format_id::m_e4m3fn &&
+      rule.c.conv.floor == scale_floor::m_subnormal && rule.c.conv.arith == scale_arith::m_double) {
     plan.k = scale_plan::kind::m_nvfp4_e4m3;
     plan.denom = rule.max_value * rule.tensor_scale;
     plan.tensor_scale = rule.tensor_scale;

@@ -97,7 +97,7 @@ void finish_full_block_row(const row_scratch& w, const element_rounding& er, dou
     const double amax2 = hsum(eq) >= 2 ? amax : std::max(0.0, hmax(m2));
     if (amax2 == 0.0) return 0;
     const double survive = flush_ratio * w.scale[jj] * (amax2 / amax);
-    const block_coder bc(w.scale[jj], unit);
+    const block_coder bc(w.scale[jj], unit, er);
     v4i n = splat_i(0);
     for (std::int64_t k = 0; k < bcols; k += 4) {
       v4d x;

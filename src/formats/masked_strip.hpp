@@ -82,7 +82,7 @@ std::int64_t masked_strip(const S& src, const element_rounding& er, double unit,
     const std::int64_t base = r * cols;
     for (std::int64_t j = 0; j < nb; ++j) {
       block_stats& b = blocks[static_cast<std::size_t>(j)];
-      const block_coder bc(b, unit);
+      const block_coder bc(b, unit, er);
       const std::int64_t at = base + b.col0, w = b.cols;
       v4i counts = splat_i(0);
       const auto code = [&](v4d x, v4i valid) {

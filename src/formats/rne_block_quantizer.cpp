@@ -49,17 +49,19 @@ rne_block_quantizer::rne_block_quantizer(const scheme_config& c) {
   m_rule.max_value = e.max_finite * m_unit;
   m_flush_ratio = flush_ratio(c);
   m_er = rounding_of(c.element);
+  m_er.division = c.conv.division;
 }
 
 void rne_block_quantizer::set_tensor_amax(double amax) {
   m_rule.set_tensor_amax(amax);
+  m_er.tensor_scale = m_rule.tensor_scale;
   if (m_rule.c.kind == scheme_kind::m_tensor) m_tensor_amax = amax;
 }
 
 double rne_block_quantizer::dequant(double x, const block_stats& b) const {
   if (std::isnan(x)) return std::numeric_limits<double>::quiet_NaN();
   if (b.scale == 0.0) return 0.0;  // quantize(): t = +0, code +0, dequant +0
-  const block_coder bc(b, m_unit);
+  const block_coder bc(b, m_unit, m_er);
   const double dq = (m_er.round(bc.quotient(splat(x))) * splat(bc.eff))[0];
   // A zero code of an integer or fnuz format has no sign: its value is +0.
   if (dq == 0.0 && (m_er.integer || info(m_rule.c.element).nan == nan_style::m_fnuz)) return 0.0;

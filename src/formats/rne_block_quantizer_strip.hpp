@@ -42,7 +42,10 @@ void rne_block_quantizer::strip_typed(const S& src, std::int64_t cols, std::int6
   const scheme_kind kind = m_rule.c.kind;
   const bool scaled = kind != scheme_kind::m_none;
   const double imposed = kind == scheme_kind::m_tensor ? m_tensor_amax : -1.0;
-  if (nrows == 1 && imposed < 0 && block_cols % 4 == 0 && cols % block_cols == 0) {
+  // The row path divides (or multiplies by an exact reciprocal) in double; a reciprocal
+  // division's fp32 multiply takes the masked path (block_coder).
+  if (nrows == 1 && imposed < 0 && block_cols % 4 == 0 && cols % block_cols == 0 &&
+      m_er.division == scale_division::m_exact) {
     const scale_plan plan = plan_of(m_rule);
     thread_local row_scratch w;
     const bool abs = !m_er.integer && m_er.lowest == -m_er.max;
@@ -69,7 +72,7 @@ void rne_block_quantizer::strip_typed(const S& src, std::int64_t cols, std::int6
   if (summary)
     for (std::size_t j = 0; j < blocks.size(); ++j) {
       const block_stats& b = blocks[j];
-      const block_coder bc(b, m_unit);
+      const block_coder bc(b, m_unit, m_er);
       // Blocks a sentinel-imposed amax (the `tensor` kind in bands) gives no argmax hold none.
       const std::int32_t of = scaled ? outlier_block_flushes(
                                            kind, m_flush_ratio, b, cols, [&](std::int64_t i) { return src.at(i); },

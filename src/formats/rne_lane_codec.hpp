@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "numprobe/formats/scheme.hpp"
+#include "src/formats/convention_math.hpp"
 #include "src/formats/simd_v4.hpp"
 
 namespace numprobe::formats::detail {
@@ -33,6 +34,10 @@ struct element_rounding {
   bool integer = false;
   double max = 0.0, lowest = 0.0, min_normal = 0.0, sub_magic = 0.0;
   std::uint64_t half_m1 = 0, drop = 0, low_mask = 0;
+  // How t is formed (conventions.hpp): NVFP4's reciprocal divisions need the tensor scale to
+  // rebuild the block scale s_b = s / s_t (exact) and the fp32 multiplier of each block.
+  scale_division division = scale_division::m_exact;
+  double tensor_scale = 1.0;
 
   // RNE(t) on the element grid, saturated, with t's sign (a zero may keep a - sign here).
   v4d round(v4d t) const {
@@ -61,8 +66,15 @@ struct element_rounding {
 struct block_coder {
   bool pow2 = false;
   double div = 1.0, inv = 1.0, inv_unit = 1.0, eff = 1.0;
+  float mul32 = 0.0f;  // a reciprocal division's fp32 multiplier (0: divide)
 
-  block_coder(const block_stats& b, double unit) : block_coder(b.scale, unit) {}
+  block_coder(const block_stats& b, double unit, const element_rounding& er)
+      : block_coder(b.scale, unit, er) {}
+  block_coder(double s, double unit, const element_rounding& er) : block_coder(s, unit) {
+    // quantize()'s element_coder: t = f32(f32(x) * r) (unit is 1 for NVFP4).
+    if (er.division != scale_division::m_exact)
+      mul32 = element_multiplier(er.division, s / er.tensor_scale, er.tensor_scale);
+  }
   block_coder(double s, double unit) {
     const auto u = std::bit_cast<std::uint64_t>(s);
     const std::uint64_t e = (u >> 52) & 0x7FF;
@@ -73,7 +85,13 @@ struct block_coder {
     div = s == 0.0 ? k_inf : s;  // finite x / inf = 0: quantize()'s t = 0 for a zero scale
     eff = unit * s;
   }
-  v4d quotient(v4d x) const { return pow2 ? (x * splat(inv)) * splat(inv_unit) : x / splat(div); }
+  v4d quotient(v4d x) const {
+    if (mul32 != 0.0f) {
+      const v4f xf = __builtin_convertvector(x, v4f);  // RNE, as static_cast<float>
+      return __builtin_convertvector(xf * v4f{mul32, mul32, mul32, mul32}, v4d);
+    }
+    return pow2 ? (x * splat(inv)) * splat(inv_unit) : x / splat(div);
+  }
 };
 
 // Four elements coded: the quotient t, the dequantized value dq, and the lanes whose input is

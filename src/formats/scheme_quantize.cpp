@@ -9,24 +9,15 @@
 #include "numprobe/base/error.hpp"
 #include "numprobe/base/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
+#include "src/formats/convention_math.hpp"
 
 namespace numprobe::formats {
 namespace {
 
+using detail::store_scale;
+
 constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
 constexpr std::uint64_t k_stochastic_stream = 0x71a57;  // "quant" rounding bits
-
-// Rounds an ideal scale to the scale format. e8m0 rounds *up* to a power of two (DeepSeek-V3
-// ue8m0, cuBLAS) so the block max never clips; the others round to nearest, as a framework
-// storing an fp32-computed scale in that dtype does.
-double store_scale(format_id f, double s) {
-  if (f == format_id::m_e8m0) {
-    int e = std::ilogb(s);
-    if (std::ldexp(1.0, e) < s) ++e;
-    return std::ldexp(1.0, std::clamp(e, -127, 127));
-  }
-  return round_to(f, s, rounding::m_nearest_even, overflow::m_saturate);
-}
 
 // Rounds to an integer by the rounding mode (ties to even for RNE).
 double round_integer_mode(double t, rounding r, std::uint64_t random_bits) {
@@ -85,7 +76,8 @@ class element_coder {
     if (c.kind == scheme_kind::m_mx && c.element == format_id::m_i8) m_unit = 0x1.0p-6;
   }
 
-  void code(std::int64_t i, double v, double scale, block_stats& b) const {
+  // r: a reciprocal division's fp32 multiplier (convention_math.hpp), 0 for exact division.
+  void code(std::int64_t i, double v, double scale, block_stats& b, float r = 0.0f) const {
     const std::uint64_t bits = m_c.round == rounding::m_stochastic
                                    ? counter_hash(m_c.seed, k_stochastic_stream, i)
                                    : 0;
@@ -95,7 +87,8 @@ class element_coder {
       m_out.dequant[i] = k_nan;
       return;
     }
-    const double t = (scale == 0.0 ? 0.0 : v / scale) / m_unit;
+    const double t =
+        r != 0.0f ? detail::reciprocal_scaled(v, r) : (scale == 0.0 ? 0.0 : v / scale) / m_unit;
     if (std::isfinite(v) && (t > m_info.max_finite || t < m_info.lowest)) ++b.clipped;
     const std::uint32_t code = encode(m_c.element, t, m_c.round, m_c.over, bits);
     m_out.codes[i] = code;
@@ -154,20 +147,7 @@ void quantize_mx(const block_view& v, const element_coder& coder) {
   const double amax = v.b.amax;
   int x = -127;
   if (amax > 0) {
-    const int fl = std::ilogb(amax);
-    const bool pow2 = std::ldexp(1.0, fl) == amax;
-    switch (v.c.rule) {
-      case mx_rule::m_floor: x = fl - emax; break;
-      case mx_rule::m_ceil: x = fl + (pow2 ? 0 : 1) - emax; break;
-      case mx_rule::m_rceil: {
-        // The smallest X with max_elem * 2^X >= amax, found exactly (no rounded division).
-        const double mx = coder.max_value();
-        x = fl - std::ilogb(mx);
-        while (std::ldexp(mx, x) < amax) ++x;
-        while (std::ldexp(mx, x - 1) >= amax) --x;
-        break;
-      }
-    }
+    x = detail::mx_exponent(v.c.rule, amax, coder.max_value(), emax, detail::mx_mantissa_bits(v.c));
     v.b.scale_underflow = x < -127;
     x = std::clamp(x, -127, 127);
   }
@@ -180,12 +160,12 @@ void quantize_mx(const block_view& v, const element_coder& coder) {
 // NVFP4: s_b = e4m3(amax_b / (6 s_t)), element = e2m1(v / (s_b s_t)).
 void quantize_nvfp4(const block_view& v, const element_coder& coder, double s_t) {
   const double elem_max = coder.max_value();
-  const double sb_ideal = v.b.amax / (elem_max * s_t);
-  const double sb = store_scale(v.c.scale_format, sb_ideal);
+  const double sb = detail::nvfp4_block_scale(v.c, v.b.amax, elem_max, s_t);
   v.b.scale_code = encode(v.c.scale_format, sb, rounding::m_nearest_even, overflow::m_saturate);
   v.b.scale_underflow = v.b.amax > 0 && sb == 0.0;  // the block scale itself flushed
   v.b.scale = sb * s_t;                              // exact: 4 x 24 significant bits
-  v.each([&](std::int64_t i) { coder.code(i, v.x[i], v.b.scale, v.b); });
+  const float r = detail::element_multiplier(v.c.conv.division, sb, s_t);
+  v.each([&](std::int64_t i) { coder.code(i, v.x[i], v.b.scale, v.b, r); });
 }
 
 // AWQ: s = max(max - min, 1e-5) / 15, z = clamp(-round(min / s), 0, 15), q = clamp(round(v / s)

@@ -108,24 +108,40 @@ std::string_view name(mx_rule r) {
     case mx_rule::m_floor: return "floor";
     case mx_rule::m_ceil: return "ceil";
     case mx_rule::m_rceil: return "rceil";
+    case mx_rule::m_even: return "even";
+    case mx_rule::m_nearest: return "nearest";
   }
   return "?";
 }
 
 mx_rule parse_mx_rule(std::string_view text, const std::string& place) {
   const std::string key = lower(text);
-  for (auto r : {mx_rule::m_floor, mx_rule::m_ceil, mx_rule::m_rceil})
+  for (auto r : {mx_rule::m_floor, mx_rule::m_ceil, mx_rule::m_rceil, mx_rule::m_even,
+                 mx_rule::m_nearest})
     if (name(r) == key) return r;
   throw_input_error(place, "unknown scale rule '" + std::string(text) +
-                               "' (known: floor, ceil, rceil)");
+                               "' (known: floor, ceil, rceil, even, nearest)");
 }
 
 void validate(const scheme_config& c, std::int64_t rows, std::int64_t cols) {
   if (rows <= 0 || cols <= 0)
     throw_input_error("shape", "tensor must have at least one element in each dimension");
   if (c.axis != 0 && c.axis != 1) throw_input_error("--axis", "must be 0 (rows) or 1 (cols)");
-  if (c.element == fid::m_f64 || c.element == fid::m_e8m0)
-    throw_input_error("--format", std::string(name(c.element)) + " is not an element format");
+  // e8m0 is a plain-cast target (ml_dtypes float8_e8m0fnu), never a scaled element.
+  if (c.element == fid::m_f64 || (c.element == fid::m_e8m0 && c.kind != sk::m_none))
+    throw_input_error("--format", std::string(name(c.element)) +
+                                      (c.element == fid::m_e8m0 ? " elements take --scheme none only"
+                                                                : " is not an element format"));
+  // The NVFP4 axes mean nothing to other schemes: refused by name, never ignored.
+  if (c.kind != sk::m_nvfp4) {
+    const quant_conventions d;
+    if (c.conv.division != d.division)
+      throw_input_error("--scale-division", std::string(name(c.conv.division)) + " applies to nvfp4 only");
+    if (c.conv.floor != d.floor)
+      throw_input_error("--scale-floor", std::string(name(c.conv.floor)) + " applies to nvfp4 only");
+    if (c.conv.arith != d.arith)
+      throw_input_error("--scale-arith", std::string(name(c.conv.arith)) + " applies to nvfp4 only");
+  }
   if (c.kind != sk::m_none && !is_scale_format(c.scale_format))
     throw_input_error("--scale-format", std::string(name(c.scale_format)) +
                                             " is not a scale format (f32, f16, bf16, e4m3fn, e8m0)");

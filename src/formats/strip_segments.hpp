@@ -23,7 +23,7 @@ struct strip_segments {
 
   [[nodiscard]] std::int64_t at(std::int64_t r, std::int64_t j) const { return r * cols + j * block_cols; }
   [[nodiscard]] std::int64_t width(std::int64_t j) const { return std::min(block_cols, cols - j * block_cols); }
-  [[nodiscard]] block_coder coder(std::int64_t j) const { return block_coder(scale_of(j), unit); }
+  [[nodiscard]] block_coder coder(std::int64_t j) const { return block_coder(scale_of(j), unit, er); }
   // f(x, code) over segment (r, j), four elements at a time (the last vector's lanes beyond
   // the segment are 0 and not in code.finite).
   template <class F>

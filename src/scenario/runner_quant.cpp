@@ -22,6 +22,14 @@ probes::quant_probe_options make_options(const check_spec& s) {
     o.config.scale_format = formats::parse_format(s.get_string("scale_format", ""), s.place("scale_format"));
   if (s.has("axis")) o.config.axis = static_cast<int>(s.get_int("axis", 1));
   if (s.has("group")) o.config.group = s.get_int("group", 128);
+  // Conventions (docs/quant-conventions.md): the preset first, then each axis given.
+  if (s.has("preset")) formats::apply_convention_preset(s.get_string("preset", ""), o.config, s.place("preset"));
+  if (s.has("scale_division"))
+    o.config.conv.division = formats::parse_scale_division(s.get_string("scale_division", ""), s.place("scale_division"));
+  if (s.has("scale_floor"))
+    o.config.conv.floor = formats::parse_scale_floor(s.get_string("scale_floor", ""), s.place("scale_floor"));
+  if (s.has("scale_arith"))
+    o.config.conv.arith = formats::parse_scale_arith(s.get_string("scale_arith", ""), s.place("scale_arith"));
   if (s.has("rule")) o.config.rule = formats::parse_mx_rule(s.get_string("rule", ""), s.place("rule"));
   const auto rnd = s.get_string("rounding", "rne");
   if (rnd == "rne") o.config.round = formats::rounding::m_nearest_even;

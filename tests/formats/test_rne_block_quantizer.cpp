@@ -228,6 +228,10 @@ std::vector<std::pair<std::string, nf::scheme_config>> covered_configs() {
   auto fz = nf::find_scheme("nvfp4").defaults;
   fz.element = nf::format_id::m_e3m2;
   out.emplace_back("nvfp4-style e3m2", fz);
+  // Every combination of the convention axes (conventions.hpp) of NVFP4 and MX.
+  for (const char* s : {"nvfp4", "mxfp4", "mxfp8", "mxint8"})
+    for (const auto& v : nf::convention_variants(nf::find_scheme(s).defaults))
+      out.emplace_back(std::string(s) + " " + nf::conventions_text(v), v);
   return out;
 }
 
@@ -272,6 +276,35 @@ TEST(rne_block_quantizer, equals_quantize_without_specials_and_on_ties) {
   }
   for (const auto& [name, c] : covered_configs())
     check(name, c, store(x, nd::element_storage::m_f64), rows, cols);
+}
+
+// Tie-adversarial inputs for the conventions: per block of 16, amax 6 2^n (n from -12 up: block
+// scales cross the e4m3 subnormal boundary 2^-6..2^-9 under a tensor scale set by a large
+// block), amax just below and above 6 2^n, and elements on E2M1 rounding midpoints after
+// scaling (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 times the block's unit), and their fp32
+// neighbours.
+std::vector<double> tie_input(std::int64_t rows, std::int64_t cols) {
+  std::vector<double> x(static_cast<std::size_t>(rows * cols));
+  const double mids[] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
+  for (std::int64_t i = 0; i < rows * cols; ++i) {
+    const std::int64_t blk = i / 16, k = i % 16;
+    const double unit = std::ldexp(1.0, static_cast<int>(blk % 24) - 12);
+    double v = mids[k % 7] * unit;
+    if (k == 0) v = 6.0 * unit * (blk % 3 == 0 ? 1.0 : blk % 3 == 1 ? 1.0 - 0x1.0p-24 : 1.0 + 0x1.0p-23);
+    if (k % 5 == 3) v = std::nextafter(static_cast<float>(v), blk % 2 ? 0.0f : 1e30f);
+    x[static_cast<std::size_t>(i)] = (i % 3 == 1) ? -v : v;
+  }
+  x[0] = 6.0 * 448.0 * 4.0;  // the tensor amax: small blocks' scales become e4m3 subnormals
+  return x;
+}
+
+TEST(rne_block_quantizer, equals_quantize_on_convention_ties) {
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{24, 256}, {13, 200}}) {
+    const auto x = tie_input(rows, cols);
+    for (const auto& [name, c] : covered_configs())
+      for (auto type : {nd::element_storage::m_f32, nd::element_storage::m_f64})
+        check(name + " ties cols " + std::to_string(cols), c, store(x, type), rows, cols);
+  }
 }
 
 TEST(rne_block_quantizer, all_zero_and_all_nonfinite_tensors) {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "numprobe/formats/conventions.hpp"
 #include "numprobe/formats/format.hpp"
 
 namespace numprobe::formats {
@@ -27,11 +28,16 @@ enum class scheme_kind : std::uint8_t {
   m_asym,     // asymmetric groups with a zero point (AWQ): s = (max-min)/qmax, z, (q - z) s
 };
 
-// How an MX shared exponent is derived from the block amax (all three are used in practice).
+// How an MX shared exponent is derived from the block amax (all are used in practice;
+// docs/quant-conventions.md cites each).
 enum class mx_rule : std::uint8_t {
   m_floor,  // OCP: X = floor(log2(amax)) - emax_elem; maxima in (max, 2^(emax+1)) x 2^X clip
   m_ceil,   // X = ceil(log2(amax)) - emax_elem (ModelOpt); never clips, may waste a binade
   m_rceil,  // X = ceil(log2(amax / max_elem)) (cuBLAS, cvt.rp ue8m0); the tightest no-clip
+  m_even,   // X = floor(log2(RNE_m(amax))) - emax_elem: amax's significand rounded to the
+            // element's m mantissa bits first (torchao ScaleCalculationMode.EVEN)
+  m_nearest,  // X = round(log2(amax)) - emax_elem: floor, plus 1 when amax >= sqrt(2) 2^floor
+              // (log2 rounded to nearest; sqrt(2) 2^e is irrational, so there is no tie)
 };
 
 struct scheme_config {
@@ -43,6 +49,7 @@ struct scheme_config {
   std::int64_t block_rows = 128, block_cols = 128;  // m_block2d tile
   double amax_floor = 0.0;  // DeepSeek-V3 activations: s = max(amax, 1e-4) / 448
   mx_rule rule = mx_rule::m_floor;
+  quant_conventions conv;  // NVFP4 element scaling, block-scale floor and arithmetic
   rounding round = rounding::m_nearest_even;
   overflow over = overflow::m_saturate;  // scaled formats clamp (MX, NVFP4 definitions)
   std::uint64_t seed = 0;                // stochastic rounding stream

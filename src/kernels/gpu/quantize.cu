@@ -49,6 +49,9 @@ params plan(const quant_request& r) {
   p.sfmt = to_codec(r.scale);
   p.scale_bytes = scale_bytes(r.scale);
   p.amax_floor = r.amax_floor;
+  // floor, ceil, rceil (formats::mx_rule 0..2); even and nearest have no kernel.
+  if (r.kind == quant_kind::m_mx && (r.mx_rule < 0 || r.mx_rule > 2))
+    throw_input_error("--rule", "the GPU quantize kernels implement the MX rules floor, ceil and rceil only");
   p.mx_rule = r.mx_rule;
   p.hw = r.hw_cvt;
   p.row_bytes = nibble(r.elem) ? (r.cols + 1) / 2 : r.cols;
