@@ -148,3 +148,46 @@ TEST(quant_cli, input_errors_exit_2_with_one_line) {
   EXPECT_EQ(run("--scheme mxfp4 --shape 8x9 --input " + (dir / "x.npy").string()).code, 2);
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// The conventions (docs/quant-conventions.md): recorded in the JSON and the terminal line, a
+// preset overridden by an axis flag, the case id naming non-default axes, and refusals by name.
+TEST(quant_cli, conventions_are_recorded_and_refused_by_name) {
+  const auto r = run("--scheme nvfp4 --shape 16x64 --preset torchao --scale-floor subnormal --json -");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["conventions"]["scale_division"], "reciprocal");
+  EXPECT_EQ(j["conventions"]["scale_floor"], "subnormal");
+  EXPECT_EQ(j["conventions"]["scale_arith"], "fp32");
+  EXPECT_EQ(j["case"], "quant(M=16,N=64,fmt=e2m1,scheme=nvfp4,division=reciprocal,arith=fp32,dist=llm,seed=7)");
+  const auto d = nlohmann::json::parse(run("--scheme nvfp4 --shape 16x64 --json -").out);
+  EXPECT_EQ(d["conventions"]["scale_division"], "exact");
+  const auto mx = nlohmann::json::parse(run("--scheme mxfp4 --shape 16x64 --rule even --json -").out);
+  EXPECT_EQ(mx["conventions"]["rule"], "even");
+  const auto t = run("--scheme nvfp4 --shape 16x64 --scale-division reciprocal-approx");
+  EXPECT_NE(t.out.find("conventions scale_division=reciprocal-approx scale_floor=subnormal scale_arith=double"),
+            std::string::npos) << t.out;
+  const auto bad = run("--scheme nvfp4 --shape 16x64 --scale-floor none");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("--scale-floor: unknown value 'none' (known: subnormal, min-normal)"), std::string::npos) << bad.out;
+  const auto wrong = run("--scheme mxfp4 --shape 16x64 --scale-division reciprocal");
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.out.find("--scale-division: reciprocal applies to nvfp4 only"), std::string::npos) << wrong.out;
+  const auto gpu = run("--scheme nvfp4 --shape 16x64 --scale-arith fp32 --backend cuda");
+  EXPECT_EQ(gpu.code, 2);
+  EXPECT_NE(gpu.out.find("--scale-arith: fp32 is implemented by the reference only"), std::string::npos) << gpu.out;
+}
+
+// e8m0 as a plain cast: codes as ml_dtypes float8_e8m0fnu gives them (tests/formats/
+// test_conventions.cpp holds the values); a scaled e8m0 element is refused.
+TEST(quant_cli, e8m0_plain_cast_target) {
+  const auto r = run("--format e8m0 --scheme none --shape 4x64 --overflow nan --allow-nonfinite --json -");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["format"], "e8m0");
+  const auto bad = run("--format e8m0 --scheme mxfp4 --shape 4x64");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("e8m0 elements take --scheme none only"), std::string::npos) << bad.out;
+}
+
+}  // namespace
