@@ -28,10 +28,10 @@ std::int64_t parse_dim(std::string_view s, std::string_view whole, const std::st
 
 quant_dist parse_quant_dist(std::string_view text, const std::string& place) {
   for (auto d : {quant_dist::m_normal, quant_dist::m_laplace, quant_dist::m_llm,
-                 quant_dist::m_outliers})
+                 quant_dist::m_outliers, quant_dist::m_ties})
     if (name(d) == text) return d;
   throw_input_error(place, "unknown distribution '" + std::string(text) +
-                               "' (known: normal, laplace, llm, outliers)");
+                               "' (known: normal, laplace, llm, outliers, ties)");
 }
 
 std::string_view name(quant_dist d) {
@@ -40,6 +40,7 @@ std::string_view name(quant_dist d) {
     case quant_dist::m_laplace: return "laplace";
     case quant_dist::m_llm: return "llm";
     case quant_dist::m_outliers: return "outliers";
+    case quant_dist::m_ties: return "ties";
   }
   return "?";
 }
@@ -65,16 +66,26 @@ double quant_input_value(quant_dist d, std::uint64_t seed, std::int64_t cols, st
       const bool outlier = uniform_open01(seed, k_stream_outlier, n) < 1e-3;
       return (outlier ? 100.0 : 1.0) * normal_at(seed, k_stream_value, n);
     }
+    case quant_dist::m_ties:
+      throw_input_error("--dist", "ties depends on the scheme's blocks: use make_quant_input with the scheme");
   }
   return 0.0;
 }
 
 std::vector<double> make_quant_input(quant_dist d, std::uint64_t seed, std::int64_t rows,
                                      std::int64_t cols) {
+  // Before the parallel loop: an exception must not leave an OpenMP region.
+  if (d == quant_dist::m_ties)
+    throw_input_error("--dist", "ties depends on the scheme's blocks: use make_quant_input with the scheme");
   std::vector<double> x(static_cast<std::size_t>(rows * cols));
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < rows * cols; ++i) x[i] = quant_input_value(d, seed, cols, i);
   return x;
+}
+
+std::vector<double> make_quant_input(quant_dist d, std::uint64_t seed, std::int64_t rows, std::int64_t cols,
+                                     const formats::scheme_config& c) {
+  return d == quant_dist::m_ties ? make_tie_input(seed, c, rows, cols) : make_quant_input(d, seed, rows, cols);
 }
 
 shape2d parse_shape(std::string_view text, const std::string& place) {

@@ -163,7 +163,7 @@ void load_input(const quant_probe_options& o, quant_report& r, std::int64_t& row
     check_fits("--shape", o.rows * o.cols);
     rows = o.rows;
     cols = o.cols;
-    r.input = make_quant_input(o.dist, o.seed, rows, cols);
+    r.input = make_quant_input(o.dist, o.seed, rows, cols, o.config);  // ties follow the scheme's blocks
     r.input_shape = {static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols)};
     return;
   }

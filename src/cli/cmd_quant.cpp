@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "numprobe/core/error.hpp"
+#include "probes/quant_identify.hpp"
 #include "probes/quant_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
@@ -30,6 +31,7 @@ struct quant_flags {
   std::uint64_t seed = 7;
   report_flags out;  // --json, --csv, --md, --html, --junit
   std::string dump;
+  std::string identify;  // DIR with another implementation's codes.npy (and scales.npy)
   std::vector<std::string> bounds;
   std::string backend = "ref";
   std::size_t worst = 5;
@@ -107,7 +109,7 @@ void setup_quant(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--input", f->input, "PATH[:TENSOR] of a .npy or .safetensors tensor");
   sub->add_option("--shape", f->shape, "MxN (synthetic; with --input: a reshape); default 1024x4096");
-  sub->add_option("--dist", f->dist, "normal | laplace | llm | outliers")->capture_default_str();
+  sub->add_option("--dist", f->dist, "normal | laplace | llm | outliers | ties (rounding midpoints, scales across the e4m3 subnormal boundary, amax at the rule edges)")->capture_default_str();
   auto* axis_opt = sub->add_option("--axis", f->axis, "axis blocks run along: 0 rows, 1 cols (default 1)");
   auto* group_opt = sub->add_option("--group", f->group, "group size G for group schemes");
   sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
@@ -119,6 +121,9 @@ void setup_quant(CLI::App& app) {
   sub->add_option("--seed", f->seed, "input and stochastic-rounding seed")->check(seed_validator())->capture_default_str();
   add_report_flags(sub, f->out);
   sub->add_option("--dump", f->dump, "write codes.npy, scales.npy, dequant.npy into DIR");
+  sub->add_option("--identify", f->identify,
+                  "DIR with another implementation's codes.npy (and scales.npy) for the same input: which "
+                  "conventions reproduce them (exit 1 when none does)");
   sub->add_option("--bound", f->bounds, "gate, e.g. sqnr_db>=20 or outlier_blocks<=0 (repeatable)");
   sub->add_option("--backend", f->backend,
                   "implementation under test: ref | cuda | hip | exec:'CMD {in}' (examples/exec)")
@@ -142,6 +147,11 @@ void setup_quant(CLI::App& app) {
     exit_status() = !r.breaches.empty() || (nonfinite && !f->allow_nonfinite) ? 1 : 0;
     result::check_result c;
     probes::fill_result(r, o.bounds, f->allow_nonfinite, c);
+    if (!f->identify.empty()) {
+      const auto id = probes::run_identify(r, f->identify);
+      probes::add_identify(id, c);
+      if (id.match < 0) exit_status() = 1;  // no combination reproduces the other codes: a finding
+    }
     c.backend = f->backend;
     c.details["backend"] = {{"name", f->backend}};
     c.details["bounds"] = nlohmann::json::array();

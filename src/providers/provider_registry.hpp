@@ -1,6 +1,6 @@
 #pragma once
-// One registry shape for every kind of backend (attention, quantize, and next softmax and
-// decode): a name, a factory and a one-line description, looked up by the KIND of
+// One registry shape for every kind of backend (attention with its decode mode, softmax and
+// quantize): a name, a factory and a one-line description, looked up by the KIND of
 // `--backend KIND[:ARG]`. Registration is one line per provider.
 #include <map>
 #include <string>

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "numprobe/core/error.hpp"
+#include "src/kernels/fault_table.hpp"
 #include "src/kernels/emu/state_rounder.hpp"
 
 namespace numprobe::emu {
@@ -167,9 +168,8 @@ softmax_result looped_softmax(std::span<const double> logits, const softmax_para
   if (cfg.chunk < 1) throw_input_error("--chunk", fmt::format("must be positive, got {}", cfg.chunk));
   for (fault f : cfg.faults)
     if (!softmax_fault_supported(f))
-      throw_input_error("--inject", fmt::format("fault '{}' does not apply to the looped softmax "
-                                                "(it has no-empty-guard, rowsum-bf16, finite-sentinel)",
-                                                to_string(f)));
+      throw_input_error("--inject", fmt::format("fault '{}' does not apply to the looped softmax (it has {})",
+                                                to_string(f), kernels::fault_names(kernels::k_emu_softmax)));
   if (prm.vocab < 1 || logits.size() != prm.targets.size() * static_cast<std::size_t>(prm.vocab))
     throw_input_error("looped_softmax", "logits are not [rows, vocab]");
   softmax_states st = cfg.states;
