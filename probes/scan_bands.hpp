@@ -53,6 +53,10 @@ struct row_source {
   const std::function<void(std::size_t, std::size_t)>* release = nullptr;  // in-place data only
 };
 
+inline std::size_t element_bytes(element_storage t) {
+  return t == element_storage::m_f64 ? 8 : t == element_storage::m_f32 ? 4 : 2;
+}
+
 // The scan's one concurrency model: a band pool of std::jthreads (for_bands). OpenMP regions
 // met inside a band (formats::quantize's block loop) run on that band's thread alone, so the
 // two never stack threads on the same cores; results never depend on the thread count.
@@ -88,13 +92,35 @@ void for_bands(std::int64_t n, int slots, const F& fn) {
   work(0);
 }
 
-// The fused path (scan_fused.cpp).
+// A tensor's bulk bound (scan_bulk.cpp), from its sampled rows, once for all its schemes.
+struct scan_magnitudes {
+  double bulk_below = 0.0;  // the bulk is every finite element with |x| < bulk_below
+  std::int64_t sampled = 0, sample_rows_step = 1;  // finite elements sampled; every step-th row
+};
+[[nodiscard]] scan_magnitudes magnitude_pass(std::int64_t rows, std::int64_t cols, const row_source& src);
+
+// Whether the strip of rows [first, first + n) holds a sampled row (r % step == 0): the bulk's
+// error is summed over those strips (all of them when step is 1).
+inline bool in_bulk_sample(std::int64_t first, std::int64_t n, std::int64_t step) {
+  return (first + step - 1) / step * step < first + n;
+}
+
+// The fused path (scan_fused.cpp); m.bulk_below is the bulk its error lanes sum apart.
 [[nodiscard]] scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_result r,
                                             std::int64_t rows, std::int64_t cols, const row_source& src,
-                                            std::int64_t band);
+                                            std::int64_t band, const scan_magnitudes& m);
 
-// Ranks the tensors worst first (primary scheme's SQNR) and adds them up by layer type, by depth
-// and in total, per scheme (scan_groups.cpp).
+// The flush-aware fractions and the bulk's relative RMS of a finished result.
+inline void finish_flush_columns(scan_scheme_result& r) {
+  const auto n = static_cast<double>(std::max<std::int64_t>(r.elements, 1));
+  r.flushed_frac = static_cast<double>(r.flushed) / n;
+  r.outlier_flushed_frac = static_cast<double>(r.outlier_flushed) / n;
+  if (r.nonfinite_outputs > 0) r.bulk_sum_sq_err = k_inf;  // as sum_sq_err: a poisoned tensor
+  r.bulk_rel_rms = rel_rms_of(r.bulk_sum_sq, r.bulk_sum_sq_err);
+}
+
+// Ranks the tensors worst first (options.rank_by, primary scheme) and adds them up by layer
+// type, by depth and in total, per scheme (scan_groups.cpp).
 void rank_and_group(scan_report& rep);
 
 }  // namespace numprobe::probes::detail

@@ -12,7 +12,7 @@ namespace {
 
 // What one band contributes; bands are combined in band order (scan_fused).
 struct band_part {
-  metrics::quant_error_sums sums;
+  metrics::quant_bulk_error_sums sums;  // the bulk's sums over the sampled strips only
   std::int64_t blocks = 0, flushed = 0, clipped = 0, scale_underflow = 0;
   std::int64_t outlier_blocks = 0, outlier_flushed = 0;
   bool have_outlier = false;
@@ -43,15 +43,13 @@ bool worse_outlier(const formats::block_stats& b, std::int64_t bf, const formats
 // reports no argmax instead of the sentinel's index.
 scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_result r,
                               std::int64_t rows, std::int64_t cols, const row_source& src,
-                              std::int64_t band) {
+                              std::int64_t band, const scan_magnitudes& m) {
   rne_block_quantizer fq(c);
   const std::int64_t bands = (rows + band - 1) / band;
   const int slots = max_threads();
   std::vector<std::vector<double>> bufs(src.data ? 0 : static_cast<std::size_t>(slots));
   std::vector<std::exception_ptr> errors(bands);
-  const std::size_t elem_bytes = src.type == element_storage::m_f64   ? 8
-                                 : src.type == element_storage::m_f32 ? 4
-                                                                 : 2;
+  const std::size_t elem_bytes = element_bytes(src.type);
   // A band's bytes back to the kernel once a pass is done with them (in-place data only).
   const auto release_band = [&](std::int64_t k) {
     if (!src.data || !src.release || !*src.release) return;
@@ -103,12 +101,18 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
       band_data(k, slot, data, in);
       const std::int64_t nr = std::min(band, rows - k * band);
       const auto g = formats::grid_of(c, nr, cols);
+      const metrics::bulk_scope bulk(m.bulk_below);  // the strips' lanes sum the bulk apart
       std::vector<formats::block_stats> blocks(static_cast<std::size_t>(g.grid_cols));
       for (std::int64_t br = 0; br < g.grid_rows; ++br) {
         const std::int64_t r0 = br * g.block_rows, h = std::min(g.block_rows, nr - r0);
         const std::int64_t at_before = p.sums.max_err_at;
         formats::detail::strip_summary sum;  // outlier blocks by outlier_flushes.hpp
-        fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums, &sum);
+        // The bulk is measured on the strips holding a sampled row (scan_bulk.cpp); the others
+        // take the plain error sums, whose tensor sums are the same to the bit.
+        if (in_bulk_sample(k * band + r0, h, m.sample_rows_step))
+          fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums, &sum);
+        else
+          fq.strip(data, in, cols, r0, h, g.block_cols, blocks, static_cast<metrics::quant_error_sums&>(p.sums), &sum);
         p.blocks += static_cast<std::int64_t>(blocks.size());
         p.flushed += sum.flushed;
         p.clipped += sum.clipped;
@@ -143,6 +147,8 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     const auto& p = parts[static_cast<std::size_t>(k)];
     r.sum_sq += p.sums.sum_sq;
     r.sum_sq_err += p.sums.sum_sq_err;
+    r.bulk_sum_sq += p.sums.bulk_sum_sq;
+    r.bulk_sum_sq_err += p.sums.bulk_sum_sq_err;
     r.nonfinite_inputs += p.sums.nonfinite_inputs;
     r.nonfinite_outputs += p.sums.nonfinite_outputs;
     if (p.sums.max_err > max_err) {
@@ -200,6 +206,7 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
   }
   r.sqnr_db = sqnr_of(r.sum_sq, r.sum_sq_err);
   r.rel_rms = rel_rms_of(r.sum_sq, r.sum_sq_err);
+  finish_flush_columns(r);
   return r;
 }
 

@@ -2,7 +2,44 @@
 // and in total for every scheme.
 #include <map>
 
+#include "numprobe/core/error.hpp"
 #include "probes/scan_bands.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+constexpr std::pair<scan_rank, const char*> k_rank_names[] = {{scan_rank::m_sqnr, "sqnr"},
+                                                              {scan_rank::m_flushed, "flushed"},
+                                                              {scan_rank::m_outlier, "outlier"},
+                                                              {scan_rank::m_bulk, "bulk"},
+                                                              {scan_rank::m_output, "output"}};
+
+}  // namespace
+
+scan_rank parse_scan_rank(const std::string& s, const std::string& where) {
+  for (const auto& [k, n] : k_rank_names)
+    if (s == n) return k;
+  throw_input_error(where, "unknown rank key '" + s + "' (sqnr, flushed, outlier, bulk, output)");
+}
+
+const char* name(scan_rank k) {
+  for (const auto& [key, n] : k_rank_names)
+    if (key == k) return n;
+  return "?";
+}
+
+double rank_value(const scan_scheme_result& r, scan_rank k) {
+  switch (k) {
+    case scan_rank::m_sqnr: return r.sqnr_db;
+    case scan_rank::m_flushed: return r.flushed_frac;
+    case scan_rank::m_outlier: return r.outlier_flushed_frac;
+    case scan_rank::m_bulk: return r.bulk_rel_rms;
+    case scan_rank::m_output: return r.rel_rms;  // E|dW x|^2 / E|W x|^2 for isotropic x (scan_probe.hpp)
+  }
+  return r.sqnr_db;
+}
+
+}  // namespace numprobe::probes
 
 namespace numprobe::probes::detail {
 namespace {
@@ -30,10 +67,14 @@ void add_to_group(scan_group& g, const scan_tensor& t, const scan_scheme_result&
 }  // namespace
 
 void rank_and_group(scan_report& rep) {
-  std::stable_sort(rep.tensors.begin(), rep.tensors.end(),
-                   [](const scan_tensor& a, const scan_tensor& b) {
-                     return a.results[0].sqnr_db < b.results[0].sqnr_db;
-                   });
+  // Worst first; ties keep the checkpoint's order. Every key is NaN-free (sqnr_of, rel_rms_of
+  // and the fractions give numbers or infinities), so the order is strict weak.
+  const scan_rank k = rep.options.rank_by;
+  const bool lower_is_worse = k == scan_rank::m_sqnr;
+  std::stable_sort(rep.tensors.begin(), rep.tensors.end(), [&](const scan_tensor& a, const scan_tensor& b) {
+    const double x = rank_value(a.results[0], k), y = rank_value(b.results[0], k);
+    return lower_is_worse ? x < y : x > y;
+  });
 
   for (std::size_t s = 0; s < rep.options.schemes.size(); ++s) {
     std::map<std::string, scan_group> types;

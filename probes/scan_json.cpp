@@ -1,5 +1,6 @@
 // The scan probe's machine output: JSON (nested per tensor and per scheme) and CSV (one row
 // per tensor and scheme). Non-finite numbers have no JSON form and are written as strings.
+// The flush-aware columns (issue 17) come after the earlier ones, whose paths and CSV columns stay.
 #include <cmath>
 #include <fmt/format.h>
 
@@ -20,7 +21,7 @@ nlohmann::json group_json(const scan_group& g) {
           {"worst_tensor", g.worst_tensor}, {"worst_sqnr_db", num(g.worst_sqnr_db)}};
 }
 
-nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols) {
+nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols, scan_rank rank_by) {
   const auto& b = r.worst.stats;
   nlohmann::json w = nullptr;
   if (!r.worst.flat.empty()) {
@@ -56,7 +57,12 @@ nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols) {
           {"nonfinite_outputs", r.nonfinite_outputs},
           {"bits_per_element", r.bits_per_element},
           {"bytes", r.bytes},
-          {"worst_block", w}};
+          {"worst_block", w},
+          {"flushed_frac", num(r.flushed_frac)},
+          {"outlier_flushed_frac", num(r.outlier_flushed_frac)},
+          {"bulk_rel_rms", num(r.bulk_rel_rms)},
+          {"output_rel_rms", num(r.rel_rms)},
+          {"rank_value", num(rank_value(r, rank_by))}};
 }
 
 
@@ -67,6 +73,8 @@ nlohmann::json to_json(const scan_report& r) {
   j["checkpoint"] = r.options.checkpoint;
   j["schemes"] = r.options.schemes;
   j["filter"] = r.options.filter;
+  j["rank_by"] = name(r.options.rank_by);
+  j["bulk_percentile"] = static_cast<double>(k_bulk_percentile_tenths) / 10.0;
   j["tensors"] = nlohmann::json::array();
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
     const auto& t = r.tensors[i];
@@ -74,8 +82,9 @@ nlohmann::json to_json(const scan_report& r) {
                          {"shape", t.shape},  {"rows", t.rows},       {"cols", t.cols},
                          {"layer_type", t.layer_type},
                          {"layer", t.layer < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.layer)},
+                         {"bulk_below", num(t.bulk_below)},
                          {"results", nlohmann::json::array()}};
-    for (const auto& s : t.results) jt["results"].push_back(result_json(s, t.cols));
+    for (const auto& s : t.results) jt["results"].push_back(result_json(s, t.cols, r.options.rank_by));
     j["tensors"].push_back(std::move(jt));
   }
   j["by_layer_type"] = nlohmann::json::object();
@@ -99,7 +108,8 @@ result::table data_table(const scan_report& r) {
   result::table out{"tensors and schemes (full precision)",
                     {"rank", "tensor", "dtype", "rows", "cols", "layer_type", "layer", "scheme", "sqnr_db", "rel_rms",
                      "max_abs", "flushed", "clipped", "scale_underflow_blocks", "outlier_blocks", "outlier_flushed",
-                     "blocks", "bits_per_element", "bytes"},
+                     "blocks", "bits_per_element", "bytes", "flushed_frac", "outlier_flushed_frac",
+                     "bulk_rel_rms", "bulk_below", "output_rel_rms", "rank_value"},
                     {}, true};
   auto g = [](double v) { return fmt::format("{:.17g}", v); };
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
@@ -110,7 +120,9 @@ result::table data_table(const scan_report& r) {
                           g(s.sqnr_db), g(s.rel_rms), g(s.max_abs), std::to_string(s.flushed),
                           std::to_string(s.clipped), std::to_string(s.scale_underflow_blocks),
                           std::to_string(s.outlier_blocks), std::to_string(s.outlier_flushed),
-                          std::to_string(s.blocks), g(s.bits_per_element), g(s.bytes)});
+                          std::to_string(s.blocks), g(s.bits_per_element), g(s.bytes), g(s.flushed_frac),
+                          g(s.outlier_flushed_frac), g(s.bulk_rel_rms),
+                          g(t.bulk_below), g(s.rel_rms), g(rank_value(s, r.options.rank_by))});
   }
   return out;
 }

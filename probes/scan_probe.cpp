@@ -31,15 +31,8 @@ bool float_dtype(io::dtype d) {
          d == io::dtype::m_f64;
 }
 
-
-
-
-
-
-
-
 scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std::int64_t cols,
-                               const row_source& src, std::int64_t band_elements) {
+                               const row_source& src, std::int64_t band_elements, const scan_magnitudes& m) {
   const auto& info = formats::find_scheme(scheme, "--format");
   const auto c = info.defaults;
   formats::validate(c, rows, cols);
@@ -69,7 +62,7 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
   if (unit < rows) band = std::max(unit, (band_elements / std::max<std::int64_t>(cols, 1)) / unit * unit);
   band = std::min(band, rows);
   const bool sentinel = tensor_scaled && band < rows;
-  if (rne_block_quantizer::covers(c)) return scan_fused(c, std::move(r), rows, cols, src, band);
+  if (rne_block_quantizer::covers(c)) return scan_fused(c, std::move(r), rows, cols, src, band, m);
   // The quantize()-based path (schemes the fused quantizer does not cover: zero points,
   // directed or stochastic rounding, non-saturating overflow), from decoded bands.
   fetch_fn from_memory;
@@ -92,6 +85,7 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
       if (e) std::rethrow_exception(e);
   };
 
+  const double bulk_below = m.bulk_below;
   double amax = 0.0;
   if (sentinel) {  // max is exact and order-free, so the parts combine to the same amax
     std::vector<double> part(static_cast<std::size_t>(slots), 0.0);
@@ -149,6 +143,13 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
         // Register accumulators: the same additions in the same order as accumulating into r
         // directly (so the same bits), without a store and reload of r per element.
         double sum_sq = r.sum_sq, sum_sq_err = r.sum_sq_err, max_abs = r.max_abs;
+        double bulk_sq = r.bulk_sum_sq, bulk_sq_err = r.bulk_sum_sq_err;
+        // The rows whose strip (block row) the bulk is measured on, as the fused path's.
+        std::vector<char> sampled(static_cast<std::size_t>(nr));
+        for (std::int64_t rr = 0; rr < nr; rr += q.grid.block_rows) {
+          const std::int64_t h = std::min(q.grid.block_rows, nr - rr);
+          std::fill_n(sampled.begin() + rr, h, in_bulk_sample(r0 + rr, h, m.sample_rows_step) ? 1 : 0);
+        }
         std::int64_t nonfinite_in = 0, nonfinite_out = 0;
         const double* dq = q.dequant.data();
         for (std::size_t i = 0; i < n; ++i) {
@@ -167,6 +168,10 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
           const double e = std::fabs(d - x);
           sum_sq += x * x;
           sum_sq_err += e * e;
+          if (std::fabs(x) < bulk_below && sampled[i / static_cast<std::size_t>(cols)]) {
+            bulk_sq += x * x;
+            bulk_sq_err += e * e;
+          }
           if (e > max_err) {
             max_err = e;
             max_err_at = static_cast<std::int64_t>(i) + r0 * cols;
@@ -174,6 +179,8 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
         }
         r.sum_sq = sum_sq;
         r.sum_sq_err = sum_sq_err;
+        r.bulk_sum_sq = bulk_sq;
+        r.bulk_sum_sq_err = bulk_sq_err;
         r.max_abs = max_abs;
         r.nonfinite_inputs += nonfinite_in;
         r.nonfinite_outputs += nonfinite_out;
@@ -239,7 +246,14 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
   }
   r.sqnr_db = sqnr_of(r.sum_sq, r.sum_sq_err);
   r.rel_rms = rel_rms_of(r.sum_sq, r.sum_sq_err);
+  finish_flush_columns(r);
   return r;
+}
+
+// A tensor's schemes after one magnitude pass (scan_bulk.cpp) over it.
+scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std::int64_t cols,
+                               const row_source& src, std::int64_t band_elements) {
+  return scan_scheme(scheme, rows, cols, src, band_elements, magnitude_pass(rows, cols, src));
 }
 
 // The dtypes the fused path reads in place.
@@ -393,12 +407,18 @@ scan_report run_scan(const scan_options& o) {
       const auto at = static_cast<std::size_t>(v.bytes.data() - v.owner->bytes().data());
       release = [&v, at](std::size_t first, std::size_t bytes) { v.owner->release_pages(at + first, bytes); };
     }
-    element_storage in{};
-    const bool direct = in_place(v.dtype, in);
-    for (const auto& s : o.schemes)
-      t.results.push_back(direct ? scan_tensor_scheme(s, t.rows, t.cols, v.bytes.data(), v.dtype,
-                                                      o.band_elements, release)
-                                 : scan_tensor_scheme(s, t.rows, t.cols, fetch, o.band_elements));
+    const fetch_fn fetch_rows = fetch;
+    row_source src;
+    if (in_place(v.dtype, src.type)) {
+      src.data = v.bytes.data();
+      src.release = &release;
+    } else {
+      src.fetch = &fetch_rows;
+    }
+    // One bulk bound for all the tensor's schemes (scan_bulk.cpp).
+    const auto m = magnitude_pass(t.rows, t.cols, src);
+    t.bulk_below = m.bulk_below;
+    for (const auto& s : o.schemes) t.results.push_back(scan_scheme(s, t.rows, t.cols, src, o.band_elements, m));
     rep.source_bytes += static_cast<double>(v.bytes.size());
     rep.bytes_read += static_cast<double>(v.bytes.size());
     rep.tensors.push_back(std::move(t));

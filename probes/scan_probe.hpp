@@ -19,8 +19,36 @@
 
 namespace numprobe::probes {
 
+// What ranks the tensors (--rank-by, scenario key rank_by), worst first, by the primary scheme:
+//   sqnr     lowest SQNR first: energy-weighted, so a tensor whose energy sits in a few outliers
+//            that the format keeps ranks as good even when their blocks flush the rest;
+//   flushed  flushed_frac, elements coded to 0 / elements;
+//   outlier  outlier_flushed_frac, outlier flushes (numprobe/formats/outlier_flushes.hpp) /
+//            elements: the flushes an outlier's block scale caused;
+//   bulk     bulk_rel_rms, the relative RMS error over the elements below the magnitude
+//            percentile (scan_bulk.cpp): what the bulk of the weights loses, which outliers'
+//            energy cannot hide (the default);
+//   output   output_rel_rms, the expected relative error of the layer output y = W x,
+//            E|dW x|^2 / E|W x|^2, for activations x of independent zero-mean entries of equal
+//            variance (a seeded Gaussian x is one draw of it). That expectation is
+//            sum dW^2 / sum W^2, so it equals rel_rms and ranks as sqnr does: without
+//            per-channel activation statistics no activation model tells the channels apart
+//            (docs/scan.md). Computing W x for one drawn x would only add sampling noise, and
+//            the fused pass sees no column index to do it.
+enum class scan_rank { m_sqnr, m_flushed, m_outlier, m_bulk, m_output };
+// "sqnr", ...; throws numprobe::error (exit 2) naming `where` (the flag or scenario key).
+[[nodiscard]] scan_rank parse_scan_rank(const std::string& s, const std::string& where);
+[[nodiscard]] const char* name(scan_rank k);
+// The bulk: elements whose |x| is below the nearest-rank 90th percentile of the tensor's |x|
+// (bfloat16-truncated, over about 2^18 sampled elements, the whole tensor under 2^19, with the
+// error summed over the same sample; scan_bulk.cpp, docs/scan.md). p90, not p99: an outlier channel is often more than 1%
+// of a tensor (4 of 256 input channels are 1.6%), and outliers inside the bulk would dominate
+// its energy as they dominate the tensor's.
+inline constexpr std::int64_t k_bulk_percentile_tenths = 9;
+
 struct scan_options {
   std::string checkpoint;
+  scan_rank rank_by = scan_rank::m_bulk;
   std::vector<std::string> schemes = {"nvfp4"};  // the first is primary (ranking)
   std::string filter;                            // ECMAScript regex on names ("" = all)
   bool all = false;                              // include non-matrix tensors (norms, biases)
@@ -57,6 +85,11 @@ struct scan_scheme_result {
   std::int64_t flushed = 0, clipped = 0, scale_underflow_blocks = 0;
   std::int64_t outlier_blocks = 0, outlier_flushed = 0;
   std::int64_t nonfinite_inputs = 0, nonfinite_outputs = 0;
+  // Flush-aware columns (issue 17): flushed / elements, outlier_flushed / elements, and the
+  // relative RMS error over the bulk (|x| below the tensor's bulk bound, scan_tensor::bulk_below,
+  // in the sampled strips).
+  double flushed_frac = 0.0, outlier_flushed_frac = 0.0;
+  double bulk_sum_sq = 0.0, bulk_sum_sq_err = 0.0, bulk_rel_rms = 0.0;
   double bits_per_element = 0.0;
   double bytes = 0.0;  // elements x bits_per_element / 8
   scan_worked_block worst;
@@ -68,8 +101,13 @@ struct scan_tensor {
   std::int64_t rows = 0, cols = 0;
   std::string layer_type;  // q_proj, k_proj, ..., embeddings, lm_head, norms, other
   int layer = -1;          // from "layers.12." and the like; -1 when absent
+  double bulk_below = 0.0;  // the bulk bound (scan_bulk.cpp), the same for every scheme
   std::vector<scan_scheme_result> results;  // one per options.schemes, same order
 };
+
+// The value of rank key k for one scheme's result: sqnr_db, flushed_frac, outlier_flushed_frac,
+// bulk_rel_rms or output_rel_rms (= rel_rms). Lower is worse for sqnr only.
+[[nodiscard]] double rank_value(const scan_scheme_result& r, scan_rank k);
 
 // Aggregate over a group of tensors, for one scheme.
 struct scan_group {
@@ -84,7 +122,7 @@ struct scan_group {
 
 struct scan_report {
   scan_options options;
-  std::vector<scan_tensor> tensors;  // ranked worst first by the primary scheme's SQNR
+  std::vector<scan_tensor> tensors;  // ranked worst first by options.rank_by, primary scheme
   // Per scheme (same order as options.schemes): groups by layer type and by depth, and totals.
   std::vector<std::vector<scan_group>> by_type, by_depth;
   std::vector<scan_group> totals;

@@ -11,7 +11,8 @@ namespace {
 // Per-tensor metrics of the primary scheme; `total.*` over all scanned tensors.
 const std::vector<std::string> k_tensor_metrics_list = {"sqnr_db", "rel_rms", "max_abs", "flushed",
                                                    "clipped", "scale_underflow", "outlier_blocks",
-                                                   "outlier_flushed", "nonfinite"};
+                                                   "outlier_flushed", "nonfinite", "flushed_frac",
+                                                   "outlier_flushed_frac", "bulk_rel_rms"};
 const std::vector<std::string> k_total_metrics_list = {"total.sqnr_db", "total.rel_rms", "total.flushed",
                                                   "total.clipped", "total.outlier_blocks",
                                                   "bits_per_element", "tensors"};
@@ -27,6 +28,9 @@ std::optional<double> tensor_metric(const scan_tensor& t, const std::string& n) 
   if (n == "outlier_blocks") return static_cast<double>(r.outlier_blocks);
   if (n == "outlier_flushed") return static_cast<double>(r.outlier_flushed);
   if (n == "nonfinite") return static_cast<double>(r.nonfinite_inputs + r.nonfinite_outputs);
+  if (n == "flushed_frac") return r.flushed_frac;
+  if (n == "outlier_flushed_frac") return r.outlier_flushed_frac;
+  if (n == "bulk_rel_rms") return r.bulk_rel_rms;
   return std::nullopt;
 }
 
@@ -45,6 +49,7 @@ std::optional<double> total_metric(const scan_report& r, const std::string& n) {
 std::pair<std::string, std::string> unit_format(const std::string& n) {
   if (n.find("sqnr_db") != std::string::npos) return {"dB", "fixed"};
   if (n == "bits_per_element") return {"bits", "fixed"};
+  if (n.ends_with("_frac")) return {"", "pct"};
   if (n.find("rel_rms") != std::string::npos || n == "max_abs") return {"", "sci"};
   return {"", "int"};
 }
@@ -56,6 +61,18 @@ std::string human_bytes(double b) {
   return fmt::format("{:.0f} B", b);
 }
 
+// The column a rank key orders by, as the reports name it.
+const char* rank_column(scan_rank k) {
+  switch (k) {
+    case scan_rank::m_sqnr: return "sqnr_db (lowest first)";
+    case scan_rank::m_flushed: return "flushed_frac";
+    case scan_rank::m_outlier: return "outlier_flushed_frac";
+    case scan_rank::m_bulk: return "bulk_rel_rms";
+    case scan_rank::m_output: return "output_rel_rms (= rel_rms for isotropic activations)";
+  }
+  return "?";
+}
+
 // What the terminal shows: the worst tensors, the worst block element by element, the groups by
 // layer type and depth, and bits and bytes per format.
 void add_view(const scan_report& r, bool allow_nonfinite, result::check_result& out) {
@@ -65,9 +82,17 @@ void add_view(const scan_report& r, bool allow_nonfinite, result::check_result& 
   const auto& schemes = r.options.schemes;
   v.line(fmt::format("checkpoint {}: {} tensors scanned ({}), {} skipped", r.options.checkpoint, r.tensors.size(),
                      human_bytes(r.source_bytes), r.skipped.size()));
-  auto& t = v.add_table({"rank", "tensor", "shape", "sqnr_db", "rel_rms", "max_abs", "flushed", "clipped",
-                         "outlier_blk", "vs"},
-                        fmt::format("worst tensors under {} (of {})", schemes[0], r.tensors.size()));
+  // The flush-aware columns (flushed %, outlier-flushed %, bulk error) next to SQNR: the ranking
+  // key is named in the title, and its column is marked with '*'.
+  const scan_rank k = r.options.rank_by;
+  const auto head = [&](const char* col, scan_rank key) { return std::string(col) + (k == key ? "*" : ""); };
+  auto& t = v.add_table({"rank", "tensor", "shape", head("sqnr_db", scan_rank::m_sqnr),
+                         head("rel_rms", scan_rank::m_output), head("bulk_rel_rms", scan_rank::m_bulk),
+                         head("flushed_%", scan_rank::m_flushed), head("outlier_fl_%", scan_rank::m_outlier),
+                         "max_abs", "flushed", "clipped", "outlier_blk", "vs"},
+                        fmt::format("worst tensors under {} by {}, of {} (bulk: |x| below the p{} of |x|)", schemes[0],
+                                    rank_column(k), r.tensors.size(), k_bulk_percentile_tenths * 10));
+  const auto pct = [](double f) { return fmt::format("{:.3f}", 100.0 * f); };
   for (std::size_t i = 0; i < r.tensors.size() && i < r.options.top; ++i) {
     const auto& x = r.tensors[i];
     const auto& p = x.results[0];
@@ -75,7 +100,8 @@ void add_view(const scan_report& r, bool allow_nonfinite, result::check_result& 
     for (std::size_t s = 1; s < x.results.size(); ++s)
       vs += fmt::format("{}{} {:.2f} dB", s > 1 ? ", " : "", x.results[s].scheme, x.results[s].sqnr_db);
     t.rows.push_back({std::to_string(i + 1), x.name, fmt::format("{}x{}", x.rows, x.cols), fixed3(p.sqnr_db),
-                      sci(p.rel_rms), sci(p.max_abs), std::to_string(p.flushed), std::to_string(p.clipped),
+                      sci(p.rel_rms), sci(p.bulk_rel_rms), pct(p.flushed_frac), pct(p.outlier_flushed_frac),
+                      sci(p.max_abs), std::to_string(p.flushed), std::to_string(p.clipped),
                       std::to_string(p.outlier_blocks), vs.empty() ? "-" : vs});
   }
   if (!r.tensors.empty() && !r.tensors[0].results[0].worst.flat.empty()) {
@@ -174,8 +200,8 @@ void fill_result(const scan_report& r, const scan_options& o, const std::vector<
   }
   out.seconds = r.seconds;
   const auto& w = r.tensors.front();
-  out.message = fmt::format("{} tensors under {}: worst {} ({:.2f} dB, {} flushed, {} outlier blocks)",
-                            r.tensors.size(), o.schemes.front(), w.name, w.results.front().sqnr_db,
+  out.message = fmt::format("{} tensors under {}: worst by {} {} ({:.2f} dB, {} flushed, {} outlier blocks)",
+                            r.tensors.size(), o.schemes.front(), name(o.rank_by), w.name, w.results.front().sqnr_db,
                             w.results.front().flushed, w.results.front().outlier_blocks);
 
   add_view(r, allow_nonfinite, out);

@@ -1,5 +1,5 @@
 // `numprobe scan CKPT`: per-tensor quantization report over a checkpoint (.safetensors or an
-// index .json), ranked worst first, grouped by layer type and depth, with bits per parameter
+// index .json), ranked worst first (--rank-by), grouped by layer type and depth, with bits per parameter
 // and total bytes per format. `--from e4m3fn --to e4m3fnuz` instead reports what an MI300
 // migration of an FP8 checkpoint changes.
 #include <cstdio>
@@ -19,7 +19,7 @@ namespace numprobe::cli {
 namespace {
 
 struct scan_flags {
-  std::string checkpoint, format = "nvfp4", vs, filter, from, to;
+  std::string checkpoint, format = "nvfp4", vs, filter, from, to, rank_by = "bulk";
   report_flags out;  // --json, --csv, --md, --html, --junit
   bool all = false;
   std::size_t top = 20;
@@ -48,6 +48,10 @@ void setup_scan(CLI::App& app) {
   sub->add_option("--filter", f->filter, "regex on tensor names");
   sub->add_flag("--all", f->all, "include non-matrix tensors (norms, biases)");
   sub->add_option("--top", f->top, "tensors shown in the table")->capture_default_str();
+  sub->add_option("--rank-by", f->rank_by,
+                  "what ranks the tensors, worst first: sqnr, flushed (flushed %), outlier (outlier-flushed %), "
+                  "bulk (error below the p90 of |x|), output (expected output error, isotropic activations)")
+      ->capture_default_str();
   add_report_flags(sub, f->out, "write CSV (one row per tensor and format) to PATH");
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");
   sub->add_option("--to", f->to, "fp8 migration: target format (e4m3fnuz)");
@@ -66,6 +70,7 @@ void setup_scan(CLI::App& app) {
       return;
     }
     probes::scan_options o;
+    o.rank_by = probes::parse_scan_rank(f->rank_by, "--rank-by");
     o.checkpoint = f->checkpoint;
     o.schemes = {f->format};
     for (const auto& s : split_list(f->vs)) o.schemes.push_back(s);

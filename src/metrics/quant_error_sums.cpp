@@ -16,6 +16,13 @@ using fd::splat_i;
 using fd::v4d;
 using fd::v4i;
 
+namespace {
+thread_local double t_bulk_below = 0.0;  // bulk_scope's bound (quant_error_sums.hpp)
+}  // namespace
+
+bulk_scope::bulk_scope(double below) : m_previous(t_bulk_below) { t_bulk_below = below; }
+bulk_scope::~bulk_scope() { t_bulk_below = m_previous; }
+
 struct quant_error_lanes {
   v4d sx = splat(0.0), se = splat(0.0), maxe = splat(-1.0);
   v4i nonfinite_out = splat_i(0);
@@ -75,10 +82,42 @@ struct quant_error_lanes {
   }
 };
 
+// quant_error_lanes, and the bulk's two sums beside them (the same terms, masked by |x| < below).
+struct quant_bulk_error_lanes {
+  quant_error_lanes all;
+  v4d bx = splat(0.0), be = splat(0.0), below = splat(t_bulk_below);
+
+  void add(v4d x, v4d dq) {
+    all.add(x, dq);
+    const v4d d = dq - x, zero = splat(0.0);
+    const v4i bulk = fd::vabs(x) < below;
+    const v4d xb = bulk ? x : zero, db = bulk ? d : zero;
+    bx = fd::fmadd(xb, xb, bx);
+    be = fd::fmadd(db, db, be);
+  }
+  void add(v4d x, v4d dq, v4i finite) {
+    all.add(x, dq, finite);
+    const v4d e = fd::vabs(dq - x), zero = splat(0.0);
+    const v4i bulk = finite & (fd::vabs(dq) < splat(fd::k_inf)) & (fd::vabs(x) < below);
+    bx += bulk ? x * x : zero;
+    be += bulk ? e * e : zero;
+  }
+  template <class Segments>
+  std::int64_t add_to(quant_bulk_error_sums& s, std::int64_t nonfinite_inputs, const Segments& segs) const {
+    s.bulk_sum_sq += fd::hsum(bx);
+    s.bulk_sum_sq_err += fd::hsum(be);
+    if (fd::hsum(all.nonfinite_out) > 0) s.bulk_sum_sq_err = fd::k_inf;
+    return all.add_to(s, nonfinite_inputs, segs);
+  }
+};
+
 }  // namespace numprobe::metrics
 
 namespace numprobe::formats::detail {
 template void rne_block_quantizer::strip<metrics::quant_error_sums>(
     const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
     std::span<block_stats>, metrics::quant_error_sums&, strip_summary*) const;
+template void rne_block_quantizer::strip<metrics::quant_bulk_error_sums>(
+    const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+    std::span<block_stats>, metrics::quant_bulk_error_sums&, strip_summary*) const;
 }  // namespace numprobe::formats::detail

@@ -16,6 +16,14 @@
 // tensor that quantize()-based code computes. Counts, maxima and the first index of the
 // largest error are exact.
 //
+// The bulk (issue 17): quant_bulk_error_sums adds the same two sums again over the elements with
+// |x| < a bound (the scan's magnitude percentile, probes/scan_bulk.cpp), in the same lanes and
+// order, so with the same accuracy; its tensor sums are quant_error_sums' to the bit. The scan
+// codes the strips it measures the bulk on with it and the others with quant_error_sums, which
+// costs nothing extra. The quantizer default-constructs the lanes once per strip and knows
+// nothing of a bound, so the bound is the calling thread's, set by a bulk_scope for the strips
+// coded inside it (0 outside any scope: no element is in the bulk).
+//
 // Private to numprobe (the probes and tests use it): not installed.
 #include <cstdint>
 #include <span>
@@ -24,7 +32,8 @@
 
 namespace numprobe::metrics {
 
-struct quant_error_lanes;  // quant_error_sums.cpp
+struct quant_error_lanes;       // quant_error_sums.cpp
+struct quant_bulk_error_lanes;  // quant_error_sums.cpp
 
 // Sums over finite inputs whose dequantized value is finite (non-finite ones are counted).
 struct quant_error_sums {
@@ -35,6 +44,24 @@ struct quant_error_sums {
   std::int64_t nonfinite_inputs = 0, nonfinite_outputs = 0;
 };
 
+// The same sums, and apart over the bulk: the finite elements with |x| below the thread's bound.
+struct quant_bulk_error_sums : quant_error_sums {
+  using lanes = quant_bulk_error_lanes;
+  double bulk_sum_sq = 0.0, bulk_sum_sq_err = 0.0;  // bulk_sum_sq_err: inf with sum_sq_err
+};
+
+// Sets this thread's bulk bound for the strips coded while it lives (restores the previous one).
+class bulk_scope {
+ public:
+  explicit bulk_scope(double below);
+  ~bulk_scope();
+  bulk_scope(const bulk_scope&) = delete;
+  bulk_scope& operator=(const bulk_scope&) = delete;
+
+ private:
+  double m_previous;
+};
+
 }  // namespace numprobe::metrics
 
 namespace numprobe::formats::detail {
@@ -43,4 +70,7 @@ namespace numprobe::formats::detail {
 extern template void rne_block_quantizer::strip<metrics::quant_error_sums>(
     const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
     std::span<block_stats>, metrics::quant_error_sums&, strip_summary*) const;
+extern template void rne_block_quantizer::strip<metrics::quant_bulk_error_sums>(
+    const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+    std::span<block_stats>, metrics::quant_bulk_error_sums&, strip_summary*) const;
 }  // namespace numprobe::formats::detail

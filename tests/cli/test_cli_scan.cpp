@@ -1,5 +1,5 @@
-// CLI contract of `scan`: JSON and CSV from a generated checkpoint, the fnuz migration
-// report, and bad inputs (exit 2).
+// CLI contract of `scan`: JSON and CSV from a generated checkpoint, --rank-by, the fnuz
+// migration report, and bad inputs (exit 2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -74,6 +74,38 @@ TEST(cli_scan, json_ranks_the_outlier_tensor_first) {
   EXPECT_TRUE(j["totals"].contains("fp8-block128"));
   EXPECT_NEAR(j["totals"]["mxfp4"]["bits_per_param"].get<double>(), 4.25, 1e-9);
   EXPECT_EQ(j["skipped"].size(), 2u);  // the norm (not a matrix) and the fp8 tensor
+  // Issue 17: ranked by the bulk error by default, with the flush-aware fields per scheme.
+  EXPECT_EQ(j["rank_by"], "bulk");
+  EXPECT_EQ(j["bulk_percentile"], 0.9);
+  EXPECT_EQ(nv["flushed_frac"], 32.0 * 15 / (32 * 128));
+  EXPECT_EQ(nv["outlier_flushed_frac"], 32.0 * 15 / (32 * 128));
+  EXPECT_EQ(nv["rank_value"], nv["bulk_rel_rms"]);
+  EXPECT_GT(nv["bulk_rel_rms"].get<double>(), 0.1);
+  EXPECT_EQ(nv["output_rel_rms"], nv["rel_rms"]);
+  EXPECT_EQ(j["tensors"][0]["bulk_below"], 1.0);  // p90 of +-{1, 0.5, 0.25} (and 300s)
+}
+
+TEST(cli_scan, rank_by_picks_the_order_and_is_recorded) {
+  ckpt c;
+  // Every key is recorded, and each result's rank_value is that key's field. The outlier tensor is
+  // first by every key here, SQNR too: the other tensor is exact up to s_t's fp32 rounding.
+  for (const auto& [key, field] : std::vector<std::pair<std::string, std::string>>{
+           {"sqnr", "sqnr_db"}, {"flushed", "flushed_frac"}, {"outlier", "outlier_flushed_frac"},
+           {"bulk", "bulk_rel_rms"}, {"output", "output_rel_rms"}}) {
+    const auto r = run_numprobe("scan " + c.file + " --json - --rank-by " + key);
+    ASSERT_EQ(r.exit_code, 0) << key << r.err;
+    const auto j = json::parse(r.out);
+    EXPECT_EQ(j["rank_by"], key);
+    EXPECT_EQ(j["tensors"][0]["name"], "model.layers.1.mlp.gate_proj.weight") << key;
+    for (const auto& t : j["tensors"]) EXPECT_EQ(t["results"][0]["rank_value"], t["results"][0][field]) << key;
+  }
+  const auto t = run_numprobe("scan " + c.file + " --rank-by outlier");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("by outlier_flushed_frac"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("outlier_fl_%*"), std::string::npos) << t.out;
+  const auto md = run_numprobe("scan " + c.file + " --md -");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("by bulk_rel_rms"), std::string::npos) << md.out;
 }
 
 TEST(cli_scan, text_and_csv) {
@@ -111,7 +143,8 @@ TEST(cli_scan, bad_inputs_exit_2) {
            {"scan " + c.file + " --filter '('", "--filter"},
            {"scan " + c.file + " --format nofmt", "nofmt"},
            {"scan /nonexistent/x.safetensors", "x.safetensors"},
-           {"scan " + c.file + " --from e5m2 --to e4m3fnuz", "--from"}}) {
+           {"scan " + c.file + " --from e5m2 --to e4m3fnuz", "--from"},
+           {"scan " + c.file + " --rank-by snr", "--rank-by"}}) {
     const auto r = run_numprobe(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;

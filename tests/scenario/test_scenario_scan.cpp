@@ -37,6 +37,7 @@ name = "scan"
 probe = "scan"
 checkpoint = "{}"
 vs = ["mxfp4"]
+rank_by = "sqnr"
 bounds = ["outlier_blocks<=0", "sqnr_db>=1", "tensors>=2"]
 )", ck.string());
   const auto r = sc::run_scenario(sc::parse_scenario(text, "s.toml"), {});
@@ -56,13 +57,13 @@ bounds = ["outlier_blocks<=0", "sqnr_db>=1", "tensors>=2"]
   ASSERT_FALSE(c.tables.empty());
   // Ranked by SQNR, worst first: the SQNR gate names the same tensor. (The outlier tensor is
   // not the worst by SQNR: its energy sits in the outliers, which NVFP4 keeps.)
-  // The view's ranked table: rank, tensor, shape, sqnr_db, rel_rms, max_abs, flushed, clipped,
-  // outlier_blk and the --vs schemes' SQNR in one column.
-  ASSERT_EQ(c.tables[0].columns.size(), 10u);
+  // The view's ranked table: rank, tensor, shape, sqnr_db, rel_rms, bulk_rel_rms, flushed_%,
+  // outlier_fl_%, max_abs, flushed, clipped, outlier_blk and the --vs schemes' SQNR in one column.
+  ASSERT_EQ(c.tables[0].columns.size(), 13u);
   EXPECT_EQ(c.tables[0].rows.front()[0], "1");
   EXPECT_EQ(c.tables[0].rows.front()[1], c.gates[1].case_id);
   EXPECT_EQ(c.gates[1].case_id, "model.layers.0.self_attn.q_proj.weight");
-  EXPECT_NE(c.tables[0].rows.front()[9].find("mxfp4"), std::string::npos) << c.tables[0].rows.front()[9];
+  EXPECT_NE(c.tables[0].rows.front()[12].find("mxfp4"), std::string::npos) << c.tables[0].rows.front()[12];
   std::filesystem::remove_all(dir);
 }
 
@@ -74,4 +75,13 @@ TEST(scan_runner, missing_checkpoint_and_unknown_metric_are_input_errors) {
   ASSERT_EQ(r.checks.size(), 1u);
   EXPECT_EQ(r.checks[0].outcome, status::m_error);
   EXPECT_EQ(r.checks[0].error_code, 2);
+}
+
+TEST(scan_runner, unknown_rank_by_is_an_input_error_naming_the_key) {
+  const auto r = sc::run_scenario(
+      sc::parse_scenario("[[check]]\nname='a'\nprobe='scan'\ncheckpoint='/nonexistent/m.safetensors'\nrank_by='snr'\n", "s.toml"), {});
+  ASSERT_EQ(r.checks.size(), 1u);
+  EXPECT_EQ(r.checks[0].outcome, status::m_error);
+  EXPECT_EQ(r.checks[0].error_code, 2);
+  EXPECT_NE(r.checks[0].message.find("rank_by"), std::string::npos) << r.checks[0].message;
 }
