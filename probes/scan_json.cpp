@@ -44,6 +44,7 @@ nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols, scan_
                                {"dequant", num(r.worst.dequant[i])}});
   }
   return {{"scheme", r.scheme},
+          {"conventions", r.conventions},
           {"sqnr_db", num(r.sqnr_db)},
           {"rel_rms", num(r.rel_rms)},
           {"max_abs", num(r.max_abs)},

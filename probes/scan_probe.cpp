@@ -4,6 +4,8 @@
 // (scan_fused.cpp, scan_bands.hpp, scan_taxonomy.cpp, scan_groups.cpp).
 #include "probes/scan_probe.hpp"
 
+#include "numprobe/formats/conventions.hpp"
+
 #include <chrono>
 #include <exception>
 #include <filesystem>
@@ -32,13 +34,16 @@ bool float_dtype(io::dtype d) {
 }
 
 scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std::int64_t cols,
-                               const row_source& src, std::int64_t band_elements, const scan_magnitudes& m) {
+                               const row_source& src, std::int64_t band_elements, const scan_magnitudes& m,
+                               const std::function<void(formats::scheme_config&)>* adjust = nullptr) {
   const auto& info = formats::find_scheme(scheme, "--format");
-  const auto c = info.defaults;
+  auto c = info.defaults;
+  if (adjust && *adjust) (*adjust)(c);
   formats::validate(c, rows, cols);
   const auto grid = formats::grid_of(c, rows, cols);
   scan_scheme_result r;
   r.scheme = std::string(info.name);
+  r.conventions = formats::conventions_text(c);
   r.elements = rows * cols;
   r.bits_per_element = formats::bits_per_element(c, rows, cols);
   r.bytes = r.bits_per_element * static_cast<double>(r.elements) / 8.0;
@@ -418,7 +423,7 @@ scan_report run_scan(const scan_options& o) {
     // One bulk bound for all the tensor's schemes (scan_bulk.cpp).
     const auto m = magnitude_pass(t.rows, t.cols, src);
     t.bulk_below = m.bulk_below;
-    for (const auto& s : o.schemes) t.results.push_back(scan_scheme(s, t.rows, t.cols, src, o.band_elements, m));
+    for (const auto& s : o.schemes) t.results.push_back(scan_scheme(s, t.rows, t.cols, src, o.band_elements, m, &o.adjust_scheme));
     rep.source_bytes += static_cast<double>(v.bytes.size());
     rep.bytes_read += static_cast<double>(v.bytes.size());
     rep.tensors.push_back(std::move(t));

@@ -53,6 +53,9 @@ struct scan_options {
   std::string filter;                            // ECMAScript regex on names ("" = all)
   bool all = false;                              // include non-matrix tensors (norms, biases)
   std::size_t top = 20;                          // tensors the report's ranked table shows
+  // Applied to each scheme's defaults before it is scanned (the quantization conventions:
+  // `scan --preset/--scale-division/...`, docs/quant-conventions.md); empty: the definitions.
+  std::function<void(formats::scheme_config&)> adjust_scheme;
   std::int64_t band_elements = std::int64_t{1} << 20;
   // A reader thread keeps the next tensors' bytes coming into the page cache, at most this many
   // bytes ahead of the tensor being scanned (src/io/prefetch.hpp), so disk reads overlap the
@@ -79,6 +82,7 @@ struct scan_worked_block {
 
 struct scan_scheme_result {
   std::string scheme;
+  std::string conventions;  // formats::conventions_text of the config scanned
   std::int64_t elements = 0, blocks = 0;
   double sum_sq = 0.0, sum_sq_err = 0.0;  // over finite inputs
   double sqnr_db = 0.0, rel_rms = 0.0, max_abs = 0.0;

@@ -12,6 +12,7 @@
 #include "probes/scan_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/quant_conventions.hpp"
 #include "src/cli/report_output.hpp"
 #include "src/cli/progress.hpp"
 
@@ -24,6 +25,7 @@ struct scan_flags {
   bool all = false;
   std::size_t top = 20;
   bool allow_nonfinite = false;
+  convention_flags conventions;  // --preset, --scale-division, --scale-floor, --scale-arith, --rule
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -53,6 +55,7 @@ void setup_scan(CLI::App& app) {
                   "bulk (error below the p90 of |x|), output (expected output error, isotropic activations)")
       ->capture_default_str();
   add_report_flags(sub, f->out, "write CSV (one row per tensor and format) to PATH");
+  add_convention_flags(sub, f->conventions);
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");
   sub->add_option("--to", f->to, "fp8 migration: target format (e4m3fnuz)");
   sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
@@ -77,6 +80,14 @@ void setup_scan(CLI::App& app) {
     o.filter = f->filter;
     o.all = f->all;
     o.top = f->top;
+    // The conventions apply to the schemes they name: the NVFP4 axes to nvfp4, --rule to the
+    // MX schemes, a preset to both (`--vs` may mix them).
+    o.adjust_scheme = [conv = f->conventions](formats::scheme_config& c) {
+      convention_flags g = conv;
+      if (c.kind != formats::scheme_kind::m_nvfp4) g.division = g.floor = g.arith = "";
+      if (c.kind != formats::scheme_kind::m_mx) g.rule = "";
+      apply_convention_flags(g, c);
+    };
     progress_bar bar;
     o.progress = [&bar](std::size_t done, std::size_t total, const std::string& name) {
       bar.update(done, total, name);

@@ -108,6 +108,24 @@ TEST(cli_scan, rank_by_picks_the_order_and_is_recorded) {
   EXPECT_NE(md.out.find("by bulk_rel_rms"), std::string::npos) << md.out;
 }
 
+// The convention flags reach each scheme they name (issue 17): the NVFP4 axes the nvfp4 scan,
+// --rule the MX one, and every result records what it ran under; a bad value exits 2.
+TEST(cli_scan, conventions_apply_per_scheme_and_are_recorded) {
+  ckpt c;
+  const auto r = run_numprobe("scan " + c.file + " --format nvfp4 --vs mxfp4 --preset torchao --rule ceil --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  const auto& res = j["tensors"][0]["results"];
+  EXPECT_EQ(res[0]["conventions"], "scale_division=reciprocal scale_floor=min-normal scale_arith=fp32");
+  EXPECT_EQ(res[1]["conventions"], "rule=ceil");
+  const auto d = json::parse(run_numprobe("scan " + c.file + " --format nvfp4 --vs mxfp4 --json -").out);
+  EXPECT_EQ(d["tensors"][0]["results"][0]["conventions"], "scale_division=exact scale_floor=subnormal scale_arith=double");
+  EXPECT_EQ(d["tensors"][0]["results"][1]["conventions"], "rule=floor");
+  const auto bad = run_numprobe("scan " + c.file + " --scale-division halfway");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--scale-division"), std::string::npos) << bad.err;
+}
+
 TEST(cli_scan, text_and_csv) {
   ckpt c;
   const auto csv = (c.dir / "out.csv").string();
