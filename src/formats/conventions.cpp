@@ -105,8 +105,10 @@ const std::vector<convention_preset>& all_convention_presets() {
        {sd::m_exact, sf::m_subnormal, sa::m_double}, rule(mx_rule::m_rceil)},
       {"torchao", "pytorch/ao torchao/prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize; mx_tensor.py to_mx",
        {sd::m_reciprocal, sf::m_min_normal, sa::m_fp32}, rule(mx_rule::m_floor)},
-      {"compressed-tensors", "vllm-project/compressed-tensors quantization/utils/helpers.py, lifecycle/forward_helpers.py",
-       {sd::m_exact, sf::m_subnormal, sa::m_fp32}, rule(mx_rule::m_floor)},
+      {"compressed-tensors",
+       "vllm-project/compressed-tensors quantization/utils/helpers.py, lifecycle/forward_helpers.py; "
+       "quantization/utils/mxfp_utils.py generate_mx_scales (MX: round_to_power_2, then floor)",
+       {sd::m_exact, sf::m_subnormal, sa::m_fp32}, rule(mx_rule::m_even)},
       {"trtllm", "TensorRT-LLM kernels/quantization_utils.cuh cvt_warp_fp16_to_fp4 (as vendored by flashinfer)",
        {sd::m_reciprocal_approx, sf::m_subnormal, sa::m_fp32}, rule(mx_rule::m_rceil)},
       {"flashinfer", "flashinfer-ai/flashinfer csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh",
