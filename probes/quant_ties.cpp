@@ -60,6 +60,7 @@ struct tie_plan {
   nf::scheme_kind kind;
   std::vector<double> values, midpoints;  // positive, ascending
   double max_elem = 0.0;
+  bool is_signed = true;  // e8m0 is not: its elements stay positive (a negative would be NaN)
 };
 
 tie_plan plan_of(const nf::scheme_config& c, std::int64_t rows, std::int64_t cols) {
@@ -68,6 +69,7 @@ tie_plan plan_of(const nf::scheme_config& c, std::int64_t rows, std::int64_t col
   p.kind = c.kind;
   p.values = positive_values(c.element);
   p.max_elem = p.values.back();
+  p.is_signed = nf::info(c.element).is_signed;
   for (std::size_t i = 0; i + 1 < p.values.size(); ++i) p.midpoints.push_back(0.5 * (p.values[i] + p.values[i + 1]));
   p.midpoints.insert(p.midpoints.begin(), 0.5 * p.values.front());  // between 0 and the smallest
   return p;
@@ -88,7 +90,7 @@ double tie_scale(const tie_plan& p, std::uint64_t seed, std::uint64_t block) {
 
 double tie_element(const tie_plan& p, std::uint64_t seed, std::uint64_t block, std::int64_t pos,
                    std::int64_t amax_pos, std::uint64_t flat) {
-  const double sign = uniform_open01(seed, k_stream_elem, 2 * flat) < 0.5 ? -1.0 : 1.0;
+  const double sign = p.is_signed && uniform_open01(seed, k_stream_elem, 2 * flat) < 0.5 ? -1.0 : 1.0;
   const std::uint64_t kind = pick(seed, k_stream_block, 4 * block, 8);
   const std::uint64_t r = pick(seed, k_stream_elem, 2 * flat + 1, 1u << 30);
   const bool nvfp4 = p.kind == nf::scheme_kind::m_nvfp4;

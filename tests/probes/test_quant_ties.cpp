@@ -101,6 +101,16 @@ TEST(QuantTies, DeterministicPerSeedAndBlockLocal) {
   for (double v : a) ASSERT_TRUE(std::isfinite(v));
 }
 
+// e8m0 has no sign: every generated element is positive, so the plain cast yields no NaN (a
+// negative input to e8m0 is NaN, which would make the ties input useless there).
+TEST(QuantTies, UnsignedElementsStayPositive) {
+  auto c = nf::find_scheme("nvfp4").defaults;
+  c.kind = nf::scheme_kind::m_none;
+  c.element = nf::format_id::m_e8m0;
+  const auto x = make_quant_input(quant_dist::m_ties, 2, 8, 64, c);
+  for (double v : x) ASSERT_GT(v, 0.0);
+}
+
 TEST(QuantTies, WideElementFormatsAndSchemelessCallsAreRefused) {
   auto c = nf::find_scheme("nvfp4").defaults;
   c.kind = nf::scheme_kind::m_none;
