@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/formats/conventions.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/npy.hpp"
 #include "src/providers/exec_provider_process.hpp"
@@ -59,6 +60,14 @@ std::string overflow_name(formats::overflow o) {
     case formats::overflow::m_format_default: return "format-default";
   }
   return "saturate";
+}
+
+// The convention axes that apply to the scheme (NVFP4: scale_division, scale_floor, scale_arith;
+// MX: rule), under their report names: the command is told which rules the reference applies.
+nlohmann::json conventions_json(const formats::scheme_config& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [axis, value] : formats::convention_values(c)) j[std::string(axis)] = std::string(value);
+  return j;
 }
 
 class exec_quant_provider final : public quant_provider {
@@ -127,6 +136,7 @@ class exec_quant_provider final : public quant_provider {
                         {"block", {c.block_rows, c.block_cols}},
                         {"amax_floor", c.amax_floor},
                         {"rule", std::string(formats::name(c.rule))},
+                        {"conventions", conventions_json(c)},
                         {"rounding", rounding_name(c.round)},
                         {"overflow", overflow_name(c.over)},
                         {"seed", c.seed},

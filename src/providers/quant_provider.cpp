@@ -40,6 +40,9 @@ std::string to_request(const formats::scheme_config& c, gpu::quant_request& r) {
   const bool along_rows = c.axis == 1;
   r.amax_floor = c.amax_floor;
   r.mx_rule = static_cast<int>(c.rule);
+  r.nv_division = static_cast<int>(c.conv.division);
+  r.nv_min_normal_floor = c.conv.floor == formats::scale_floor::m_min_normal;
+  r.nv_fp32_arith = c.conv.arith == formats::scale_arith::m_fp32;
   switch (c.kind) {
     case scheme_kind::m_tensor: r.kind = gpu::quant_kind::m_tensor; break;
     case scheme_kind::m_block2d:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/formats/conventions.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
@@ -28,13 +29,14 @@ namespace {
 
 using formats::format_id;
 
-enum class family { m_mixed, m_ties, m_tiny_blocks, m_specials };
+enum class family { m_mixed, m_ties, m_tiny_blocks, m_specials, m_nvfp4_ties };
 
 const char* family_name(family f) {
   switch (f) {
     case family::m_ties: return "ties";
     case family::m_tiny_blocks: return "tiny_blocks";
     case family::m_specials: return "specials";
+    case family::m_nvfp4_ties: return "nvfp4_ties";
     default: return "mixed";
   }
 }
@@ -69,15 +71,57 @@ std::vector<float> make_tensor(std::int64_t rows, std::int64_t cols, std::uint64
   return x;
 }
 
+// NVFP4 tie-adversarial blocks (the `--dist ties` construction): s_t = 13/16 exactly, each
+// block's amax 6 s with s an e4m3-like value times s_t (crossing e4m3's subnormal boundary), the
+// other elements E2M1 midpoints times s, where a division and a reciprocal multiply round apart.
+std::vector<float> make_nvfp4_ties(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_int_distribution<int> pick(0, 6), m(0, 7), e(-12, 6), sign(0, 1);
+  const double st = 13.0 / 16.0, mids[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  double s = st;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (i % 16 == 0) s = (1.0 + m(g) / 8.0) * std::ldexp(1.0, e(g)) * st;
+    x[i] = static_cast<float>((i % 16 == 5 ? 6.0 : mids[pick(g)]) * s * (sign(g) ? -1.0 : 1.0));
+  }
+  x[0] = static_cast<float>(6.0 * 448.0 * st);
+  return x;
+}
+
+// A convention combination (formats/conventions.hpp) applied to the scheme's defaults.
+struct qconv {
+  formats::scale_division division = formats::scale_division::m_exact;
+  formats::scale_floor floor = formats::scale_floor::m_subnormal;
+  formats::scale_arith arith = formats::scale_arith::m_double;
+  int rule = -1;  // formats::mx_rule, -1: the scheme's default
+};
+
 struct qcase {
   std::string scheme;
   std::int64_t rows, cols;
   family fam;
   std::uint64_t seed;
+  qconv conv{};
 };
 
+formats::scheme_config config_of(const qcase& q) {
+  auto c = formats::find_scheme(q.scheme).defaults;
+  if (c.kind == formats::scheme_kind::m_nvfp4) c.conv = {q.conv.division, q.conv.floor, q.conv.arith};
+  if (q.conv.rule >= 0) c.rule = static_cast<formats::mx_rule>(q.conv.rule);
+  return c;
+}
+
+std::string conv_tag(const qcase& q) {
+  const auto c = config_of(q);
+  const auto d = formats::find_scheme(q.scheme).defaults;
+  if (c.conv == d.conv && c.rule == d.rule) return "";
+  std::string t;
+  for (const auto& [axis, value] : formats::convention_values(c)) t += "_" + std::string(value);
+  return t;
+}
+
 std::string qname(const ::testing::TestParamInfo<qcase>& i) {
-  return sanitize(i.param.scheme + "_" + std::to_string(i.param.rows) + "x" +
+  return sanitize(i.param.scheme + conv_tag(i.param) + "_" + std::to_string(i.param.rows) + "x" +
                   std::to_string(i.param.cols) + "_" + family_name(i.param.fam) + "_s" +
                   std::to_string(i.param.seed));
 }
@@ -87,8 +131,9 @@ class gpu_quantize : public ::testing::TestWithParam<qcase> {};
 TEST_P(gpu_quantize, bit_exact_with_reference_codec) {
   NUMPROBE_REQUIRE_GPU();
   const qcase& q = GetParam();
-  const formats::scheme_config cfg = formats::find_scheme(q.scheme).defaults;
-  const std::vector<float> x = make_tensor(q.rows, q.cols, q.seed, q.fam);
+  const formats::scheme_config cfg = config_of(q);
+  const std::vector<float> x = q.fam == family::m_nvfp4_ties ? make_nvfp4_ties(q.rows, q.cols, q.seed)
+                                                             : make_tensor(q.rows, q.cols, q.seed, q.fam);
   const std::vector<double> xd(x.begin(), x.end());
   const formats::quant_result ref = formats::quantize(cfg, xd, q.rows, q.cols);
   auto prov = make_quant_provider("cuda");
@@ -104,8 +149,8 @@ TEST_P(gpu_quantize, bit_exact_with_reference_codec) {
                            << ", scales " << chk.scale_mismatches << ", zero points "
                            << chk.zero_point_mismatches << ", tensor scale "
                            << (chk.tensor_scale_match ? "ok" : "differs") << "\n" << listing;
-  std::printf("[quant-exact] %s %lldx%lld %s: %lld elements, %lld blocks, mismatches %lld/%lld, %s\n",
-              q.scheme.c_str(), static_cast<long long>(q.rows), static_cast<long long>(q.cols),
+  std::printf("[quant-exact] %s%s %lldx%lld %s: %lld elements, %lld blocks, mismatches %lld/%lld, %s\n",
+              q.scheme.c_str(), conv_tag(q).c_str(), static_cast<long long>(q.rows), static_cast<long long>(q.cols),
               family_name(q.fam), static_cast<long long>(chk.elements),
               static_cast<long long>(chk.blocks),
               static_cast<long long>(chk.element_mismatches),
@@ -123,6 +168,25 @@ std::vector<qcase> quant_cases() {
     for (auto [r, c] : shapes)
       for (family f : {family::m_mixed, family::m_ties, family::m_tiny_blocks, family::m_specials})
         out.push_back({s, r, c, f, seed++});
+  // Every non-default NVFP4 convention combination and every other MX rule (issue 17), on the
+  // tie-adversarial blocks and the mixed, tiny-block and special families.
+  using formats::scale_division;
+  const family conv_families[] = {family::m_nvfp4_ties, family::m_mixed, family::m_tiny_blocks,
+                                  family::m_specials};
+  for (auto d : {scale_division::m_exact, scale_division::m_reciprocal, scale_division::m_reciprocal_approx})
+    for (auto fl : {formats::scale_floor::m_subnormal, formats::scale_floor::m_min_normal})
+      for (auto a : {formats::scale_arith::m_double, formats::scale_arith::m_fp32}) {
+        const qconv cv{d, fl, a, -1};
+        if (cv.division == scale_division::m_exact && fl == formats::scale_floor::m_subnormal &&
+            a == formats::scale_arith::m_double)
+          continue;  // the default, above
+        for (auto [r, c] : shapes)
+          for (family f : conv_families) out.push_back({"nvfp4", r, c, f, seed++, cv});
+      }
+  for (const char* s : {"mxfp4", "mxfp8"})
+    for (int rule = 1; rule <= 4; ++rule)
+      for (auto [r, c] : shapes)
+        for (family f : conv_families) out.push_back({s, r, c, f, seed++, qconv{.rule = rule}});
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(schemes, gpu_quantize, ::testing::ValuesIn(quant_cases()), qname);

@@ -127,7 +127,12 @@ struct quant_request {
   std::int64_t rows = 0, cols = 0;
   std::int64_t block_rows = 1, block_cols = 128;  // block2d tile / row-block length (16..128)
   double amax_floor = 0.0;  // DeepSeek-V3 activations: max(amax, 1e-4)
-  int mx_rule = 0;          // 0 floor, 1 ceil, 2 rceil (formats::mx_rule order)
+  int mx_rule = 0;          // formats::mx_rule order: floor, ceil, rceil, even, nearest
+  // NVFP4 conventions (formats::quant_conventions): scale_division in its enum order,
+  // scale_floor min-normal, scale_arith fp32.
+  int nv_division = 0;
+  bool nv_min_normal_floor = false;
+  bool nv_fp32_arith = false;
   bool hw_cvt = true;       // use cvt.rn.satfinite.e4m3x2.f32 where the device has it
   bool dequant = false;     // int4 only: also run the int4 -> fp16 (0x6400) dequant kernel
   int device = 0;

@@ -49,10 +49,18 @@ params plan(const quant_request& r) {
   p.sfmt = to_codec(r.scale);
   p.scale_bytes = scale_bytes(r.scale);
   p.amax_floor = r.amax_floor;
-  // floor, ceil, rceil (formats::mx_rule 0..2); even and nearest have no kernel.
-  if (r.kind == quant_kind::m_mx && (r.mx_rule < 0 || r.mx_rule > 2))
-    throw_input_error("--rule", "the GPU quantize kernels implement the MX rules floor, ceil and rceil only");
+  // formats::mx_rule 0..4: floor, ceil, rceil, even, nearest.
+  if (r.kind == quant_kind::m_mx && (r.mx_rule < 0 || r.mx_rule > 4))
+    throw_input_error("--rule", "unknown MX rule " + std::to_string(r.mx_rule));
   p.mx_rule = r.mx_rule;
+  p.mx_mbits = r.elem == quant_elem::m_e4m3 ? 3 : 1;
+  if (r.nv_division < 0 || r.nv_division > 2)
+    throw_input_error("--scale-division", "unknown value " + std::to_string(r.nv_division));
+  if (r.kind == quant_kind::m_nvfp4) {
+    p.nv.division = r.nv_division;
+    p.nv.min_normal_floor = r.nv_min_normal_floor;
+    p.nv.fp32_arith = r.nv_fp32_arith;
+  }
   p.hw = r.hw_cvt;
   p.row_bytes = nibble(r.elem) ? (r.cols + 1) / 2 : r.cols;
   p.elem_max = r.elem == quant_elem::m_e4m3 ? 448.0 : r.elem == quant_elem::m_e2m1 ? 6.0 : 7.0;

@@ -10,6 +10,7 @@
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/kernels/gpu/platform.cuh"
 #include "src/kernels/gpu/quantize_codec.cuh"
+#include "src/kernels/gpu/quantize_conventions.cuh"
 
 namespace numprobe::gpu::quant {
 
@@ -30,7 +31,9 @@ struct params {
   double amax_floor = 0.0;
   double elem_max = 448.0;
   int emax_elem = 8;
-  int mx_rule = 0;
+  int mx_rule = 0;   // formats::mx_rule order: floor, ceil, rceil, even, nearest
+  int mx_mbits = 1;  // the element's mantissa bits (the `even` rule's rounding)
+  codec::nvfp4_conventions nv;  // NVFP4 axes; non-default ones run quantize_rows (launch_quantize)
   bool hw = true;
 };
 
@@ -50,23 +53,10 @@ __device__ __forceinline__ void store_scale_code(const params& p, std::int64_t b
   else static_cast<std::uint32_t*>(p.scales)[bi] = code;
 }
 
-// MX shared exponent X of the reference (floor / ceil / rceil), clamped to [-127, 127].
+// MX shared exponent X of the reference under p.mx_rule, clamped to [-127, 127].
 __device__ __forceinline__ int mx_exponent(const params& p, float amax) {
   if (!(amax > 0.f)) return -127;
-  const double a = amax;
-  const int fl = ilogb(a);
-  const bool pow2 = ldexp(1.0, fl) == a;
-  int x;
-  if (p.mx_rule == 1) {
-    x = fl + (pow2 ? 0 : 1) - p.emax_elem;
-  } else if (p.mx_rule == 2) {
-    const double mx = p.elem_max;
-    x = fl - ilogb(mx);
-    while (ldexp(mx, x) < a) ++x;
-    while (ldexp(mx, x - 1) >= a) --x;
-  } else {
-    x = fl - p.emax_elem;
-  }
+  const int x = codec::mx_exponent_rule(p.mx_rule, amax, p.elem_max, p.emax_elem, p.mx_mbits);
   return x < -127 ? -127 : (x > 127 ? 127 : x);
 }
 
@@ -238,6 +228,14 @@ __device__ __forceinline__ block_coder make_coder(const params& p, float amax, f
     // decision point, where the double quotient of the reference is formed.
     float sb;
     const float q0 = amax * r6;
+    if (!p.nv.is_default()) {
+      // The convention axes: the block scale and thresholds of quantize_conventions.cuh.
+      const codec::scale_value v = codec::nvfp4_block_scale(p.nv, amax, st);
+      scode = v.code;
+      b.zero = v.value == 0.f;
+      if (!b.zero) b.pts = codec::nvfp4_thresholds(p.nv.division, v.value, st);
+      return b;
+    }
     if (r6 != 0.f && codec::e4m3_decided(q0)) {
       scode = codec::encode_e4m3_sw(q0);
       sb = codec::decode_e4m3(scode);
