@@ -176,6 +176,38 @@ if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip cli; then
   tail -15 "$OUT/quant_cuda.txt"; tail -12 "$OUT/run.txt"; tail -16 "$OUT/torch_drift.txt"
 fi
 
+# -------------------------------------------------------------- quantization conventions (issue 17)
+# Each preset and axis through the CLI on the device, on the tie-adversarial input (--dist ties)
+# at a ragged shape: the kernels' codes and scales against the reference under the same axes.
+if [[ ${RESULT[build_cli]:-} == ok ]] && ! skip conv; then
+  stamp "quant conventions on the device"
+  : > "$OUT/quant_conv.txt"
+  ok=0; bad=0
+  while read -r scheme flags; do
+    "$BUILD_DIR/numprobe" quant --backend cuda --scheme "$scheme" --shape 257x1000 --dist ties $flags \
+      > "$OUT/quant_conv_one.txt" 2>&1
+    rc=$?
+    line=$(grep -E "bit-exact|MISMATCH|error" "$OUT/quant_conv_one.txt" | head -1)
+    echo "$scheme $flags: rc=$rc $line" >> "$OUT/quant_conv.txt"
+    if [[ $rc -eq 0 && $line == *bit-exact* ]]; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+  done <<'LIST'
+nvfp4 --preset torchao
+nvfp4 --preset trtllm
+nvfp4 --preset compressed-tensors
+nvfp4 --scale-division reciprocal
+nvfp4 --scale-floor min-normal
+nvfp4 --scale-arith fp32
+nvfp4 --scale-division reciprocal-approx --scale-floor min-normal --scale-arith double
+mxfp4 --rule even
+mxfp4 --rule nearest
+mxfp4 --rule rceil
+mxfp8 --rule even
+mxfp8 --rule nearest
+LIST
+  cat "$OUT/quant_conv.txt"
+  RESULT[quant_conv]="$ok bit-exact, $bad not"
+fi
+
 # -------------------------------------------------------------- audit on the GPU (issue 14)
 # The healthy CUDA kernel must pass every class; its run-time fault variants must be named alone;
 # torch SDPA through exec-worker is a kernel numprobe did not write (tile unknown to it).
