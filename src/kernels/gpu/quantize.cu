@@ -160,6 +160,9 @@ std::string conversion_name(const params& p) {
               : "e4m3: software RNE on v * (1/s) where that decides the code, else on a "
                 "round-to-odd fp32 quotient";
   }
+  if (p.kind == quant_kind::m_nvfp4 && p.nv.division != 0)
+    return "e2m1: thresholds on v at which f32(v * r) crosses each midpoint, r the block's fp32 "
+           "reciprocal (--scale-division), ties to even";
   if (p.kind == quant_kind::m_nvfp4) return "e2m1: exact thresholds at the midpoints m_k * s_b * s_t, ties to even";
   if (p.elem == quant_elem::m_e2m1) return "e2m1: exact thresholds at the midpoints m_k * 2^X, ties to even";
   return "int4: rint of a round-to-odd fp32 quotient, clamped";
