@@ -98,7 +98,7 @@ NUMPROBE_HD e2m1_thresholds nvfp4_thresholds(int division, float sb, float st) {
 // exponents. Out of line on the device: the default kernels' register allocation stays that of
 // the floor / ceil / rceil path, which they take (bench: mxfp4 bandwidth unchanged).
 #if defined(__CUDACC__) || defined(__HIPCC__)
-__host__ __device__ __noinline__
+inline __host__ __device__ __noinline__
 #else
 inline
 #endif
