@@ -191,12 +191,24 @@ double kl_metric(const metrics::kl_summary& s, const std::string& n) {
                                    "p99|max, ppl_ratio, ln_ppl_ratio)");
 }
 
+double kl_report_metric(const kl_report& r, const std::string& name) {
+  if (const auto v = position_metric(r.positions, name)) return *v;
+  if (const auto v = precision_metric(r.base_precision, r.summary.kld.mean, name)) return *v;
+  return kl_metric(r.summary, name);
+}
+
 kl_report run_kl(const kl_probe_options& o) {
   const auto t0 = std::chrono::steady_clock::now();
   kl_report rep;
   rep.options = o;
   rep.options.progress = nullptr;
-  for (const auto& b : o.bounds) (void)kl_metric(metrics::kl_summary{}, b.metric);
+  {
+    kl_positions asked;
+    asked.bins_asked = o.positions;
+    for (const auto& b : o.bounds)
+      if (!position_metric(asked, b.metric) && b.metric.rfind("base_precision.", 0) != 0)
+        (void)kl_metric(metrics::kl_summary{}, b.metric);
+  }
   if (o.topk < 0) throw_input_error("--topk", "must be >= 0");
 
   const auto base = open_logits(o.base, "base");
@@ -212,6 +224,15 @@ kl_report run_kl(const kl_probe_options& o) {
                                           shape_text(base.t.shape), base.rows,
                                           shape_text(cand.t.shape), cand.rows));
   const std::int64_t n = base.rows, v = base.vocab;
+  check_position_flags(o.positions, o.seq_len, n);
+  // The base's 16-bit format, when the candidate is wide enough to measure its floor.
+  const auto floor_format = sixteen_bit_format(base.t.dtype);
+  const std::int64_t floor_stride = row_stride_for_floor(n, v);
+  const bool measure_floor =
+      floor_format && (cand.t.dtype == io::dtype::m_f32 || cand.t.dtype == io::dtype::m_f64);
+  for (const auto& b : o.bounds)  // base_precision.* bounds need a floor: refuse them now
+    (void)precision_metric(summarize_floor(base.t.dtype, cand.t.dtype, floor_stride, {}, 0.0), 0.0, b.metric);
+  std::vector<double> floors(measure_floor ? static_cast<std::size_t>((n + floor_stride - 1) / floor_stride) : 0);
   rep.base_dtype = std::string(io::name(base.t.dtype));
   rep.cand_dtype = std::string(io::name(cand.t.dtype));
 
@@ -248,6 +269,7 @@ kl_report run_kl(const kl_probe_options& o) {
   const row_reader read_base(base.t, v), read_cand(cand.t, v);
   const auto worker = [&] {
     metrics::kl_scratch scratch;
+    floor_scratch fs;
     std::vector<double> xb, xc;
     std::vector<std::byte> buf_b, buf_c;
     if (!direct_f32 && !direct_f64) {
@@ -300,6 +322,9 @@ kl_report run_kl(const kl_probe_options& o) {
           bad.add("base", r, wb);
           bad.add("candidate", r, wc);
         }
+        if (measure_floor && r % floor_stride == 0)
+          floors[static_cast<std::size_t>(r / floor_stride)] =
+              rounding_floor_kld(cb, static_cast<std::uint64_t>(at), vs, *floor_format, fs);
       }
       if (read_base.fd < 0) release_rows(base.t, v, r0, r1);
       if (read_cand.fd < 0) release_rows(cand.t, v, r0, r1);
@@ -337,10 +362,14 @@ kl_report run_kl(const kl_probe_options& o) {
   }
 
   rep.summary = metrics::summarize(rows, v, o.topk, !tokens.empty(), o.worst);
-  rep.case_id = fmt::format("kl(N={},V={},base={},cand={},topk={}{})", n, v, rep.base_dtype,
-                            rep.cand_dtype, o.topk, tokens.empty() ? "" : ",tokens");
+  rep.positions = kl_by_position(rows, o.positions, o.seq_len);
+  rep.base_precision = summarize_floor(base.t.dtype, cand.t.dtype, floor_stride, floors, rep.summary.kld.mean);
+  rep.case_id = fmt::format("kl(N={},V={},base={},cand={},topk={}{}{}{})", n, v, rep.base_dtype,
+                            rep.cand_dtype, o.topk, tokens.empty() ? "" : ",tokens",
+                            o.positions > 0 ? fmt::format(",positions={}", o.positions) : "",
+                            o.seq_len > 0 ? fmt::format(",seq_len={}", o.seq_len) : "");
   for (const auto& b : o.bounds) {
-    const double m = kl_metric(rep.summary, b.metric);
+    const double m = kl_report_metric(rep, b.metric);
     if (!b.holds(m)) rep.breaches.push_back({b.text(), m});
   }
   rep.bytes_read = static_cast<double>(base.t.bytes.size() + cand.t.bytes.size());
@@ -393,6 +422,9 @@ nlohmann::json to_json(const kl_report& r) {
                           {"top_candidate", w.top_cand},
                           {"p_base_top", num(w.p_base_top)},
                           {"q_base_top", num(w.q_base_top)}});
+  // Absent without --positions, so documents of runs without it keep their fields.
+  if (r.positions.bins_asked > 0) j["positions"] = to_json(r.positions);
+  j["base_precision"] = to_json(r.base_precision);
   j["breaches"] = nlohmann::json::array();
   for (const auto& b : r.breaches) j["breaches"].push_back({{"bound", b.bound}, {"measured", num(b.measured)}});
   j["seconds"] = r.seconds;

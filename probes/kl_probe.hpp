@@ -17,6 +17,8 @@
 #include "numprobe/core/result.hpp"
 #include "numprobe/core/bound.hpp"
 #include "numprobe/metrics/kl.hpp"
+#include "probes/kl_positions.hpp"
+#include "probes/kl_precision_floor.hpp"
 
 namespace numprobe::probes {
 
@@ -29,6 +31,8 @@ struct kl_probe_options {
   std::vector<bound> bounds;
   unsigned threads = 0;  // 0: hardware concurrency
   std::int64_t block_rows = 0;  // rows per work item; 0: about 8 MiB of each file
+  std::int64_t positions = 0;   // position bins (kl_positions.hpp); 0: no KL by position
+  std::int64_t seq_len = 0;     // positions per sequence; 0: the rows are one sequence
   // Called with (rows done, rows total) after each row block, from a worker thread under a lock.
   std::function<void(std::int64_t, std::int64_t)> progress;
 };
@@ -43,6 +47,8 @@ struct kl_report {
   kl_probe_options options;
   std::string base_dtype, cand_dtype;
   metrics::kl_summary summary;
+  kl_positions positions;           // bins_asked == 0 without --positions
+  kl_base_precision base_precision;  // format empty when the base is f32 or f64
   std::vector<kl_breach> breaches;
   double seconds = 0.0;
   double bytes_read = 0.0;  // both files' tensor bytes
@@ -53,6 +59,12 @@ struct kl_report {
 // delta_p.min, delta_p.p01 ... delta_p.p99, delta_p.max, ppl_ratio, ln_ppl_ratio.
 // Throws an input error on an unknown name.
 [[nodiscard]] double kl_metric(const metrics::kl_summary& s, const std::string& name);
+
+// kl_metric's names, plus those of KL by position and of the base's precision floor:
+// positions.last_over_first (last bin's KL mean / first bin's), positions.slope_per_1k (nats per
+// 1000 positions), positions.log2_slope (nats per doubling), positions.r2,
+// base_precision.floor_kld_mean and base_precision.mean_over_floor (kld.mean / floor).
+[[nodiscard]] double kl_report_metric(const kl_report& r, const std::string& name);
 
 // Throws numprobe::error (exit 2) with one line naming the file: unreadable or empty files,
 // unsupported dtypes, a V or N mismatch, NaN/Inf values (count and first positions).

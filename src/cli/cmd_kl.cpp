@@ -4,6 +4,8 @@
 // JSON (--json PATH|-): the envelope plus nested objects, so the dotted names are
 // paths: kld.p99 is j["kld"]["p99"], delta_p.rms is j["delta_p"]["rms"]; top1_agreement is a
 // top-level number. --bound uses the dotted names (kld.p99<=0.05, top1>=0.9).
+// --positions N adds positions.bins[] and positions.fit (probes/kl_positions.hpp); a bf16 or
+// f16 base adds base_precision (probes/kl_precision_floor.hpp).
 #include <fmt/format.h>
 #include <memory>
 
@@ -24,6 +26,7 @@ struct kl_flags {
   int topk = 10;
   std::size_t worst = 10;
   unsigned threads = 0;
+  std::int64_t positions = 0, seq_len = 0;
 };
 
 }  // namespace
@@ -38,10 +41,15 @@ void setup_kl(CLI::App& app) {
   sub->add_option("--topk", f->topk, "k of the top-k overlap")->capture_default_str();
   sub->add_option("--worst", f->worst, "positions with the largest KL to list")->capture_default_str();
   sub->add_option("--threads", f->threads, "worker threads (0: all cores)")->capture_default_str();
+  auto* positions = sub->add_option("--positions", f->positions,
+                                    "KL mean and p99 in N position bins (rows in sequence order), with a growth fit");
+  auto* seq_len = sub->add_option("--seq-len", f->seq_len,
+                                  "positions per sequence when the rows hold several (row r is position r % L)");
   sub->add_option("--bound", f->bounds,
-                  "gate, e.g. kld.p99<=0.05 or top1>=0.9 (repeatable; exit 1 on breach)");
+                  "gate, e.g. kld.p99<=0.05, top1>=0.9 or positions.last_over_first<=2 (repeatable; exit 1 on "
+                  "breach)");
   add_report_flags(sub, f->out);
-  sub->callback([f] {
+  sub->callback([f, positions, seq_len] {
     probes::kl_probe_options o;
     o.base = f->base;
     o.cand = f->cand;
@@ -50,6 +58,13 @@ void setup_kl(CLI::App& app) {
     o.topk = f->topk;
     o.worst = f->worst;
     o.threads = f->threads;
+    // 0 is the probe's "off"; on the command line it is a mistake, named here.
+    if (positions->count() > 0 && f->positions < 1)
+      throw_input_error("--positions", fmt::format("must be at least 1, got {}", f->positions));
+    if (seq_len->count() > 0 && f->seq_len < 1)
+      throw_input_error("--seq-len", fmt::format("must be at least 1, got {}", f->seq_len));
+    o.positions = f->positions;
+    o.seq_len = f->seq_len;
     for (const auto& b : f->bounds) o.bounds.push_back(parse_bound(b));
     progress_bar bar;
     o.progress = [&bar](std::int64_t done, std::int64_t total) {

@@ -157,4 +157,83 @@ TEST(cli_kl, safetensors_bf16_input) {
   EXPECT_EQ(j["inputs"]["base_dtype"], "bf16");
 }
 
+// --positions in the JSON and the view; bad values exit 2 naming the flag; a positions bound
+// gates (exit 1 on breach). kl_files' noise is flat, so its bins are a control here; the
+// probe test checks growth (tests/probes/test_kl_probe.cpp).
+TEST(cli_kl, positions_json_view_and_bounds) {
+  kl_files f;
+  const auto r = run_numprobe("kl " + f.base + " " + f.cand + " --positions 4 --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  ASSERT_EQ(j["positions"]["bins"].size(), 4u);
+  EXPECT_EQ(j["positions"]["bins"][3]["lo"], 48);
+  EXPECT_EQ(j["positions"]["bins"][3]["hi"], 63);
+  EXPECT_EQ(j["positions"]["bins"][3]["rows"], 16);
+  for (const char* k : {"slope_per_1k", "log2_slope", "r2", "last_over_first", "slope_t"})
+    EXPECT_TRUE(j["positions"]["fit"][k].is_number()) << k;
+  EXPECT_TRUE(j["base_precision"].is_null());  // f32 base: no floor
+  const auto text = run_numprobe("kl " + f.base + " " + f.cand + " --positions 4");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("KL by position"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("48..63"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("growth    KL"), std::string::npos) << text.out;
+  // Last over first of flat noise is near 1: a bound at 1e-3 breaches, one at 1e3 holds.
+  EXPECT_EQ(run_numprobe("kl " + f.base + " " + f.cand + " --positions 4 --bound 'positions.last_over_first<=1e-3'")
+                .exit_code, 1);
+  EXPECT_EQ(run_numprobe("kl " + f.base + " " + f.cand + " --positions 4 --bound 'positions.last_over_first<=1e3'")
+                .exit_code, 0);
+  // Two sequences of 32.
+  const auto two = run_numprobe("kl " + f.base + " " + f.cand + " --positions 4 --seq-len 32 --json -");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const auto j2 = json::parse(two.out);
+  EXPECT_EQ(j2["positions"]["sequences"], 2);
+  EXPECT_EQ(j2["positions"]["bins"][0]["rows"], 16);
+  EXPECT_EQ(j2["positions"]["bins"][3]["hi"], 31);
+}
+
+TEST(cli_kl, bad_positions_exit_2) {
+  kl_files f;  // 64 rows
+  const auto kl = "kl " + f.base + " " + f.cand;
+  expect_input_error(f, kl + " --positions 0", "--positions");
+  expect_input_error(f, kl + " --positions 65", "--positions");
+  expect_input_error(f, kl + " --positions 4 --seq-len 5", "--seq-len");
+  expect_input_error(f, kl + " --positions 40 --seq-len 32", "--positions");
+  expect_input_error(f, kl + " --positions 4 --seq-len 0", "--seq-len");
+  expect_input_error(f, kl + " --bound 'positions.r2<=1'", "--positions");
+  expect_input_error(f, kl + " --positions 4 --bound 'positions.nope<=1'", "unknown kl metric");
+  expect_input_error(f, kl + " --bound 'base_precision.floor_kld_mean<=1'", "bf16 or f16 base");
+}
+
+// A bf16 base that is exactly the f32 candidate rounded: the measured KL is the floor, and the
+// view says so.
+TEST(cli_kl, bf16_base_states_its_floor) {
+  kl_files f;
+  const std::uint64_t n = 16, v = 300;
+  std::vector<float> c(n * v);
+  std::vector<std::uint16_t> bits(n * v);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    c[i] = static_cast<float>(20.0 + 2.0 * numprobe::normal_at(4, 2, i));
+    std::uint32_t u;
+    std::memcpy(&u, &c[i], 4);
+    bits[i] = static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);  // RNE
+  }
+  numprobe::io::tensor_to_write t{"logits", numprobe::io::dtype::m_bf16, {n, v}, std::as_bytes(std::span(bits))};
+  const auto st = f.path("b.safetensors"), cn = f.path("c.npy");
+  numprobe::io::write_safetensors(st, {t});
+  numprobe::io::write_npy(cn, std::vector<std::uint64_t>{n, v}, c);
+  const auto r = run_numprobe("kl " + st + " " + cn + " --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  EXPECT_EQ(j["base_precision"]["format"], "bf16");
+  EXPECT_EQ(j["base_precision"]["at_floor"], true);
+  const double floor = j["base_precision"]["floor_kld_mean"];
+  EXPECT_GT(floor, 0.0);
+  EXPECT_EQ(j["kld"]["mean"].get<double>(), floor);  // the same rows, the same arithmetic
+  const auto text = run_numprobe("kl " + st + " " + cn);
+  EXPECT_NE(text.out.find("floor     bf16 base logits"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("at the floor"), std::string::npos) << text.out;
+  // mean_over_floor is 1 here: a bound below it breaches.
+  EXPECT_EQ(run_numprobe("kl " + st + " " + cn + " --bound 'base_precision.mean_over_floor>=2'").exit_code, 1);
+}
+
 }  // namespace
