@@ -53,13 +53,10 @@ __device__ __forceinline__ void store_scale_code(const params& p, std::int64_t b
   else static_cast<std::uint32_t*>(p.scales)[bi] = code;
 }
 
-// MX shared exponent X of the reference under p.mx_rule, clamped to [-127, 127]. AllRules false:
-// floor, ceil and rceil only (the fast kernels; launch_quantize sends the others elsewhere).
-template <bool AllRules = true>
+// MX shared exponent X of the reference under p.mx_rule, clamped to [-127, 127].
 __device__ __forceinline__ int mx_exponent(const params& p, float amax) {
   if (!(amax > 0.f)) return -127;
-  const int x = AllRules ? codec::mx_exponent_rule(p.mx_rule, amax, p.elem_max, p.emax_elem, p.mx_mbits)
-                         : codec::mx_exponent_basic(p.mx_rule, amax, p.elem_max, p.emax_elem);
+  const int x = codec::mx_exponent_rule(p.mx_rule, amax, p.elem_max, p.emax_elem, p.mx_mbits);
   return x < -127 ? -127 : (x > 127 ? 127 : x);
 }
 
@@ -210,9 +207,7 @@ __device__ __forceinline__ codec::scale_value symmetric_scale_fast(const params&
 }
 
 // The coder of one block from its amax (finite elements; 0 when none). Stores nothing.
-// AllRules: every convention (false in the fast kernels: the MX rules floor, ceil, rceil and the
-// NVFP4 definition, which launch_quantize guarantees).
-template <quant_kind K, quant_elem E, bool AllRules = true>
+template <quant_kind K, quant_elem E>
 __device__ __forceinline__ block_coder make_coder(const params& p, float amax, float st, float r6,
                                                   std::uint32_t& scode) {
   block_coder b;
@@ -221,7 +216,7 @@ __device__ __forceinline__ block_coder make_coder(const params& p, float amax, f
     b.rs = codec::block_reciprocal(st);
   } else if constexpr (K == quant_kind::m_mx) {
     // s = 2^X (a float for every X in [-127, 127]); v / s is then exact.
-    const int x = mx_exponent<AllRules>(p, amax);
+    const int x = mx_exponent(p, amax);
     b.s = static_cast<float>(ldexp(1.0, x));
     b.rs = codec::block_reciprocal(b.s);
     scode = static_cast<std::uint32_t>(x + 127);
@@ -233,7 +228,7 @@ __device__ __forceinline__ block_coder make_coder(const params& p, float amax, f
     // decision point, where the double quotient of the reference is formed.
     float sb;
     const float q0 = amax * r6;
-    if (AllRules && !p.nv.is_default()) {
+    if (!p.nv.is_default()) {
       // The convention axes: the block scale and thresholds of quantize_conventions.cuh.
       const codec::scale_value v = codec::nvfp4_block_scale(p.nv, amax, st);
       scode = v.code;

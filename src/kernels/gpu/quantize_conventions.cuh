@@ -94,10 +94,28 @@ NUMPROBE_HD e2m1_thresholds nvfp4_thresholds(int division, float sb, float st) {
   return e2m1_thresholds_f32_ok(st) ? make_e2m1_thresholds_f32(sb, st) : make_e2m1_thresholds(sb, st);
 }
 
-// MX shared exponent X before the clamp (detail::mx_exponent), for amax > 0 finite, under the
-// rules the default kernels take: 0 floor, 1 ceil, 2 rceil (formats::mx_rule order).
-NUMPROBE_HD int mx_exponent_basic(int rule, double a, double elem_max, int emax) {
+// The `even` (rule 3: the amax significand rounded to mbits bits first) and `nearest` (4) MX
+// exponents. Out of line on the device: the default kernels' register allocation stays that of
+// the floor / ceil / rceil path, which they take (bench: mxfp4 bandwidth unchanged).
+#if defined(__CUDACC__) || defined(__HIPCC__)
+inline __host__ __device__ __noinline__
+#else
+inline
+#endif
+int mx_exponent_rounded(int rule, double a, int fl, int emax, int mbits) {
+  if (rule == 3) {
+    const double carry = std::ldexp(2.0 - std::ldexp(1.0, -(mbits + 1)), fl);
+    return fl + (a >= carry ? 1 : 0) - emax;
+  }
+  const double m = std::ldexp(a, -fl);
+  return fl + (m * m >= 2.0 ? 1 : 0) - emax;
+}
+
+// MX shared exponent X before the clamp (detail::mx_exponent), for amax > 0 finite: rule 0 floor,
+// 1 ceil, 2 rceil, 3 even, 4 nearest (formats::mx_rule order).
+NUMPROBE_HD int mx_exponent_rule(int rule, double a, double elem_max, int emax, int mbits) {
   const int fl = std::ilogb(a);
+  if (rule == 0) return fl - emax;
   if (rule == 1) return fl + (std::ldexp(1.0, fl) == a ? 0 : 1) - emax;
   if (rule == 2) {
     int x = fl - std::ilogb(elem_max);
@@ -105,21 +123,7 @@ NUMPROBE_HD int mx_exponent_basic(int rule, double a, double elem_max, int emax)
     while (std::ldexp(elem_max, x - 1) >= a) --x;
     return x;
   }
-  return fl - emax;
-}
-
-// Every rule: the above, 3 even (the amax significand rounded to mbits bits first), 4 nearest.
-// The default (fast) kernels call mx_exponent_basic only; launch_quantize sends even and nearest
-// to quantize_rows, so the fast kernels' code is that of the three rules.
-NUMPROBE_HD int mx_exponent_rule(int rule, double a, double elem_max, int emax, int mbits) {
-  if (rule <= 2) return mx_exponent_basic(rule, a, elem_max, emax);
-  const int fl = std::ilogb(a);
-  if (rule == 3) {
-    const double carry = std::ldexp(2.0 - std::ldexp(1.0, -(mbits + 1)), fl);
-    return fl + (a >= carry ? 1 : 0) - emax;
-  }
-  const double m = std::ldexp(a, -fl);
-  return fl + (m * m >= 2.0 ? 1 : 0) - emax;
+  return mx_exponent_rounded(rule, a, fl, emax, mbits);
 }
 
 }  // namespace numprobe::gpu::codec

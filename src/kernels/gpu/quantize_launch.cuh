@@ -133,14 +133,13 @@ void launch_tiles(const params& p) {
 inline void launch_quantize(const params& p) {
   if (p.kind == quant_kind::m_block2d) {
     launch_tiles<512>(p);
-  } else if ((p.kind == quant_kind::m_nvfp4 && !p.nv.is_default()) ||
-             (p.kind == quant_kind::m_mx && p.mx_rule > 2)) {
-    // NVFP4 under non-default conventions, MX even / nearest: quantize_rows, whose make_coder
-    // takes every convention, so the default (fast) kernels keep the code of the definitions.
-    dispatch_rows(p, [](auto shape, const params& q) {
+  } else if (p.kind == quant_kind::m_nvfp4 && !p.nv.is_default()) {
+    // NVFP4 under non-default conventions: quantize_rows, whose make_coder forms each block's
+    // scale and thresholds by the convention (the fast kernel's threshold table is the
+    // definition's), so the default kernels are unchanged.
+    dispatch_lanes<quant_kind::m_nvfp4, quant_elem::m_e2m1>(p, [](auto shape, const params& q) {
       using S = decltype(shape);
-      if constexpr (S::kind == quant_kind::m_nvfp4 || S::kind == quant_kind::m_mx)
-        launch_rows_regs<S::lanes, S::kind, S::elem>(q);
+      launch_rows_regs<S::lanes, S::kind, S::elem>(q);
     });
   } else {
     dispatch_rows(p, [](auto shape, const params& q) {

@@ -170,7 +170,7 @@ __device__ __forceinline__ block_coder make_coder_tab(const params& p, float ama
       b.zero = (scode & 0x7Fu) == 0;  // decode_e4m3(scode) == 0
       idx = static_cast<int>(scode & 0x7Fu);
     } else {
-      const int x = mx_exponent<false>(p, amax);
+      const int x = mx_exponent(p, amax);
       scode = static_cast<std::uint32_t>(x + 127);
       idx = x + 127;
     }
@@ -179,7 +179,7 @@ __device__ __forceinline__ block_coder make_coder_tab(const params& p, float ama
     b.pts.thr[4] = c.x; b.pts.thr[5] = c.y; b.pts.thr[6] = c.z;
     return b;
   } else {
-    return make_coder<K, E, false>(p, amax, st, r6, scode);
+    return make_coder<K, E>(p, amax, st, r6, scode);
   }
 }
 
