@@ -16,6 +16,7 @@
 #include <omp.h>
 #endif
 
+#include "numprobe/io/safetensors.hpp"
 #include "probes/scan_probe.hpp"
 #include "src/formats/rne_block_quantizer.hpp"
 
@@ -92,10 +93,14 @@ void for_bands(std::int64_t n, int slots, const F& fn) {
   work(0);
 }
 
-// A tensor's bulk bound (scan_bulk.cpp), from its sampled rows, once for all its schemes.
+// A tensor's bulk bound (scan_bulk.cpp), from its sampled rows, once for all its schemes, and
+// its column weights for the output error.
 struct scan_magnitudes {
   double bulk_below = 0.0;  // the bulk is every finite element with |x| < bulk_below
   std::int64_t sampled = 0, sample_rows_step = 1;  // finite elements sampled; every step-th row
+  // --act-stats: E[x_j^2] for the cols columns, then 4 zeros (metrics::output_weights_scope's
+  // padding); null: no statistics, no weighted sums.
+  const double* act_sq_mean = nullptr;
 };
 [[nodiscard]] scan_magnitudes magnitude_pass(std::int64_t rows, std::int64_t cols, const row_source& src);
 
@@ -110,14 +115,40 @@ inline bool in_bulk_sample(std::int64_t first, std::int64_t n, std::int64_t step
                                             std::int64_t rows, std::int64_t cols, const row_source& src,
                                             std::int64_t band, const scan_magnitudes& m);
 
-// The flush-aware fractions and the bulk's relative RMS of a finished result.
+// The flush-aware fractions, the bulk's relative RMS and the output error of a finished result.
 inline void finish_flush_columns(scan_scheme_result& r) {
   const auto n = static_cast<double>(std::max<std::int64_t>(r.elements, 1));
   r.flushed_frac = static_cast<double>(r.flushed) / n;
   r.outlier_flushed_frac = static_cast<double>(r.outlier_flushed) / n;
   if (r.nonfinite_outputs > 0) r.bulk_sum_sq_err = k_inf;  // as sum_sq_err: a poisoned tensor
   r.bulk_rel_rms = rel_rms_of(r.bulk_sum_sq, r.bulk_sum_sq_err);
+  if (!r.output_weighted) {  // isotropic activations: the expectation is rel_rms (scan_probe.hpp)
+    r.output_rel_rms = r.rel_rms;
+    r.output_sqnr_db = r.sqnr_db;
+    return;
+  }
+  if (r.nonfinite_outputs > 0) r.output_sum_sq_err = k_inf;
+  r.output_rel_rms = rel_rms_of(r.output_sum_sq, r.output_sum_sq_err);
+  r.output_sqnr_db = sqnr_of(r.output_sum_sq, r.output_sum_sq_err);
 }
+
+// The --act-stats file (scan_act_stats.cpp). Throws numprobe::error (exit 2) naming the file.
+class scan_act_stats {
+ public:
+  explicit scan_act_stats(const std::string& path);
+  // The key of weight's statistics: weight's own name, else its trailing ".weight" replaced
+  // by ".input_sq_mean"; "" when the file holds neither.
+  [[nodiscard]] std::string key_of(const std::string& weight) const;
+  // Tensor `key` as the statistics of `weight` (cols input channels): cols values, then 4
+  // zeros (scan_magnitudes::act_sq_mean). Exit 2 naming both tensors unless it holds exactly
+  // cols values of a float dtype, each finite and >= 0.
+  [[nodiscard]] std::vector<double> load(const std::string& key, const std::string& weight, std::int64_t cols) const;
+  [[nodiscard]] std::size_t tensor_count() const { return m_file.tensors().size(); }
+
+ private:
+  std::string m_path;
+  io::safetensors_file m_file;
+};
 
 // Ranks the tensors worst first (options.rank_by, primary scheme) and adds them up by layer
 // type, by depth and in total, per scheme (scan_groups.cpp).

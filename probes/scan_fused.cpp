@@ -2,6 +2,7 @@
 // every band in place, with no decoded copy for in-memory sources and no codes or dequantized
 // arrays at all; the error sums are metrics/quant_error_sums.
 #include <exception>
+#include <optional>
 
 #include "numprobe/formats/outlier_flushes.hpp"
 #include "probes/scan_bands.hpp"
@@ -12,7 +13,8 @@ namespace {
 
 // What one band contributes; bands are combined in band order (scan_fused).
 struct band_part {
-  metrics::quant_bulk_error_sums sums;  // the bulk's sums over the sampled strips only
+  // The bulk's sums over the sampled strips only; the output error's (--act-stats) over all.
+  metrics::quant_output_error_sums sums;
   std::int64_t blocks = 0, flushed = 0, clipped = 0, scale_underflow = 0;
   std::int64_t outlier_blocks = 0, outlier_flushed = 0;
   bool have_outlier = false;
@@ -102,6 +104,11 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
       const std::int64_t nr = std::min(band, rows - k * band);
       const auto g = formats::grid_of(c, nr, cols);
       const metrics::bulk_scope bulk(m.bulk_below);  // the strips' lanes sum the bulk apart
+      // With activation statistics every strip takes the output lanes (the weighted sums in the
+      // same pass), unsampled strips with a bulk bound of 0: no element is in their bulk, so the
+      // bulk sums add +0 and stay those of the plain path to the bit, as do the tensor sums.
+      std::optional<metrics::output_weights_scope> weights;
+      if (m.act_sq_mean) weights.emplace(m.act_sq_mean, cols, g.block_cols);
       std::vector<formats::block_stats> blocks(static_cast<std::size_t>(g.grid_cols));
       for (std::int64_t br = 0; br < g.grid_rows; ++br) {
         const std::int64_t r0 = br * g.block_rows, h = std::min(g.block_rows, nr - r0);
@@ -109,8 +116,12 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
         formats::detail::strip_summary sum;  // outlier blocks by outlier_flushes.hpp
         // The bulk is measured on the strips holding a sampled row (scan_bulk.cpp); the others
         // take the plain error sums, whose tensor sums are the same to the bit.
-        if (in_bulk_sample(k * band + r0, h, m.sample_rows_step))
+        const bool sampled = in_bulk_sample(k * band + r0, h, m.sample_rows_step);
+        if (weights) {
+          const metrics::bulk_scope strip_bulk(sampled ? m.bulk_below : 0.0);
           fq.strip(data, in, cols, r0, h, g.block_cols, blocks, p.sums, &sum);
+        } else if (sampled)
+          fq.strip(data, in, cols, r0, h, g.block_cols, blocks, static_cast<metrics::quant_bulk_error_sums&>(p.sums), &sum);
         else
           fq.strip(data, in, cols, r0, h, g.block_cols, blocks, static_cast<metrics::quant_error_sums&>(p.sums), &sum);
         p.blocks += static_cast<std::int64_t>(blocks.size());
@@ -149,6 +160,8 @@ scan_scheme_result scan_fused(const formats::scheme_config& c, scan_scheme_resul
     r.sum_sq_err += p.sums.sum_sq_err;
     r.bulk_sum_sq += p.sums.bulk_sum_sq;
     r.bulk_sum_sq_err += p.sums.bulk_sum_sq_err;
+    r.output_sum_sq += p.sums.out_sum_sq;
+    r.output_sum_sq_err += p.sums.out_sum_sq_err;
     r.nonfinite_inputs += p.sums.nonfinite_inputs;
     r.nonfinite_outputs += p.sums.nonfinite_outputs;
     if (p.sums.max_err > max_err) {

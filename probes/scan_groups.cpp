@@ -34,7 +34,7 @@ double rank_value(const scan_scheme_result& r, scan_rank k) {
     case scan_rank::m_flushed: return r.flushed_frac;
     case scan_rank::m_outlier: return r.outlier_flushed_frac;
     case scan_rank::m_bulk: return r.bulk_rel_rms;
-    case scan_rank::m_output: return r.rel_rms;  // E|dW x|^2 / E|W x|^2 for isotropic x (scan_probe.hpp)
+    case scan_rank::m_output: return r.output_rel_rms;  // = rel_rms without --act-stats (scan_probe.hpp)
   }
   return r.sqnr_db;
 }
@@ -72,6 +72,10 @@ void rank_and_group(scan_report& rep) {
   const scan_rank k = rep.options.rank_by;
   const bool lower_is_worse = k == scan_rank::m_sqnr;
   std::stable_sort(rep.tensors.begin(), rep.tensors.end(), [&](const scan_tensor& a, const scan_tensor& b) {
+    // By output with --act-stats, the tensors with statistics first: an isotropic estimate
+    // (those without) is not comparable with a weighted one.
+    const bool wa = a.results[0].output_weighted, wb = b.results[0].output_weighted;
+    if (k == scan_rank::m_output && wa != wb) return wa;
     const double x = rank_value(a.results[0], k), y = rank_value(b.results[0], k);
     return lower_is_worse ? x < y : x > y;
   });

@@ -1,6 +1,7 @@
 // The scan probe's machine output: JSON (nested per tensor and per scheme) and CSV (one row
 // per tensor and scheme). Non-finite numbers have no JSON form and are written as strings.
-// The flush-aware columns (issue 17) come after the earlier ones, whose paths and CSV columns stay.
+// The flush-aware and output-error columns (issue 17) come after the earlier ones, whose paths
+// and CSV columns stay.
 #include <cmath>
 #include <fmt/format.h>
 
@@ -62,8 +63,11 @@ nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols, scan_
           {"flushed_frac", num(r.flushed_frac)},
           {"outlier_flushed_frac", num(r.outlier_flushed_frac)},
           {"bulk_rel_rms", num(r.bulk_rel_rms)},
-          {"output_rel_rms", num(r.rel_rms)},
-          {"rank_value", num(rank_value(r, rank_by))}};
+          {"output_rel_rms", num(r.output_rel_rms)},
+          {"rank_value", num(rank_value(r, rank_by))},
+          {"output_sqnr_db", num(r.output_sqnr_db)},
+          {"output_err", r.output_weighted ? num(r.output_sum_sq_err) : nlohmann::json(nullptr)},
+          {"output_energy", r.output_weighted ? num(r.output_sum_sq) : nlohmann::json(nullptr)}};
 }
 
 
@@ -76,6 +80,9 @@ nlohmann::json to_json(const scan_report& r) {
   j["filter"] = r.options.filter;
   j["rank_by"] = name(r.options.rank_by);
   j["bulk_percentile"] = static_cast<double>(k_bulk_percentile_tenths) / 10.0;
+  j["act_stats"] = r.options.act_stats.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.options.act_stats);
+  j["without_act_stats"] = r.without_act_stats;
+  j["act_stats_unused"] = r.act_stats_unused;
   j["tensors"] = nlohmann::json::array();
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
     const auto& t = r.tensors[i];
@@ -84,6 +91,7 @@ nlohmann::json to_json(const scan_report& r) {
                          {"layer_type", t.layer_type},
                          {"layer", t.layer < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.layer)},
                          {"bulk_below", num(t.bulk_below)},
+                         {"act_stats", t.act_stats.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.act_stats)},
                          {"results", nlohmann::json::array()}};
     for (const auto& s : t.results) jt["results"].push_back(result_json(s, t.cols, r.options.rank_by));
     j["tensors"].push_back(std::move(jt));
@@ -110,7 +118,7 @@ result::table data_table(const scan_report& r) {
                     {"rank", "tensor", "dtype", "rows", "cols", "layer_type", "layer", "scheme", "sqnr_db", "rel_rms",
                      "max_abs", "flushed", "clipped", "scale_underflow_blocks", "outlier_blocks", "outlier_flushed",
                      "blocks", "bits_per_element", "bytes", "flushed_frac", "outlier_flushed_frac",
-                     "bulk_rel_rms", "bulk_below", "output_rel_rms", "rank_value"},
+                     "bulk_rel_rms", "bulk_below", "output_rel_rms", "rank_value", "output_sqnr_db", "output_err"},
                     {}, true};
   auto g = [](double v) { return fmt::format("{:.17g}", v); };
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
@@ -123,7 +131,8 @@ result::table data_table(const scan_report& r) {
                           std::to_string(s.outlier_blocks), std::to_string(s.outlier_flushed),
                           std::to_string(s.blocks), g(s.bits_per_element), g(s.bytes), g(s.flushed_frac),
                           g(s.outlier_flushed_frac), g(s.bulk_rel_rms),
-                          g(t.bulk_below), g(s.rel_rms), g(rank_value(s, r.options.rank_by))});
+                          g(t.bulk_below), g(s.output_rel_rms), g(rank_value(s, r.options.rank_by)),
+                          g(s.output_sqnr_db), s.output_weighted ? g(s.output_sum_sq_err) : std::string()});
   }
   return out;
 }

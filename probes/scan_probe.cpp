@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
@@ -47,6 +48,7 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
   r.elements = rows * cols;
   r.bits_per_element = formats::bits_per_element(c, rows, cols);
   r.bytes = r.bits_per_element * static_cast<double>(r.elements) / 8.0;
+  r.output_weighted = m.act_sq_mean != nullptr;
 
   // Band height: whole scaling blocks. A scale shared by the whole tensor (NVFP4's s_t, the
   // `tensor` scheme) is imposed on each band by a sentinel row holding the tensor's amax:
@@ -149,6 +151,9 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
         // directly (so the same bits), without a store and reload of r per element.
         double sum_sq = r.sum_sq, sum_sq_err = r.sum_sq_err, max_abs = r.max_abs;
         double bulk_sq = r.bulk_sum_sq, bulk_sq_err = r.bulk_sum_sq_err;
+        // The output error's weighted sums (--act-stats): band rows start at column 0.
+        double out_sq = r.output_sum_sq, out_sq_err = r.output_sum_sq_err;
+        const double* act = m.act_sq_mean;
         // The rows whose strip (block row) the bulk is measured on, as the fused path's.
         std::vector<char> sampled(static_cast<std::size_t>(nr));
         for (std::int64_t rr = 0; rr < nr; rr += q.grid.block_rows) {
@@ -173,6 +178,11 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
           const double e = std::fabs(d - x);
           sum_sq += x * x;
           sum_sq_err += e * e;
+          if (act) {
+            const double w = act[i % static_cast<std::size_t>(cols)];
+            out_sq += x * x * w;
+            out_sq_err += e * e * w;
+          }
           if (std::fabs(x) < bulk_below && sampled[i / static_cast<std::size_t>(cols)]) {
             bulk_sq += x * x;
             bulk_sq_err += e * e;
@@ -186,6 +196,8 @@ scan_scheme_result scan_scheme(const std::string& scheme, std::int64_t rows, std
         r.sum_sq_err = sum_sq_err;
         r.bulk_sum_sq = bulk_sq;
         r.bulk_sum_sq_err = bulk_sq_err;
+        r.output_sum_sq = out_sq;
+        r.output_sum_sq_err = out_sq_err;
         r.max_abs = max_abs;
         r.nonfinite_inputs += nonfinite_in;
         r.nonfinite_outputs += nonfinite_out;
@@ -358,6 +370,31 @@ scan_report run_scan(const scan_options& o) {
                                         (rep.skipped.size() > 3 ? "; ..." : "") + ")");
   }
 
+  // --act-stats: each selected tensor's statistics found and validated before any is scanned.
+  std::optional<scan_act_stats> act;
+  std::map<std::string, std::string> act_key;  // weight -> its statistics' key
+  if (!o.act_stats.empty()) {
+    act.emplace(o.act_stats);
+    std::set<std::string> used;
+    for (const auto& [name, ds] : entries) {
+      if (!selected[name]) continue;
+      const std::string key = act->key_of(name);
+      if (key.empty()) {
+        rep.without_act_stats.push_back(name);
+        continue;
+      }
+      const auto& shape = ds.second;
+      (void)act->load(key, name, shape.empty() ? 1 : static_cast<std::int64_t>(shape.back()));
+      act_key.emplace(name, key);
+      used.insert(key);
+    }
+    if (act_key.empty())
+      throw_input_error("--act-stats " + o.act_stats,
+                        "none of its " + std::to_string(act->tensor_count()) + " tensors is named after one of the " +
+                            std::to_string(total) + " scanned tensors (W, or W with .weight replaced by .input_sq_mean)");
+    rep.act_stats_unused = act->tensor_count() - used.size();
+  }
+
   // The read-ahead plan: the selected tensors' byte ranges in the order the pass visits them
   // (shard by shard, by position in the shard), and where each starts in the plan.
   std::vector<io::file_range> plan;
@@ -420,9 +457,15 @@ scan_report run_scan(const scan_options& o) {
     } else {
       src.fetch = &fetch_rows;
     }
-    // One bulk bound for all the tensor's schemes (scan_bulk.cpp).
-    const auto m = magnitude_pass(t.rows, t.cols, src);
+    // One bulk bound for all the tensor's schemes (scan_bulk.cpp), and its activation statistics.
+    auto m = magnitude_pass(t.rows, t.cols, src);
     t.bulk_below = m.bulk_below;
+    std::vector<double> act_sq;
+    if (const auto it = act_key.find(v.name); it != act_key.end()) {
+      act_sq = act->load(it->second, v.name, t.cols);
+      m.act_sq_mean = act_sq.data();
+      t.act_stats = it->second;
+    }
     for (const auto& s : o.schemes) t.results.push_back(scan_scheme(s, t.rows, t.cols, src, o.band_elements, m, &o.adjust_scheme));
     rep.source_bytes += static_cast<double>(v.bytes.size());
     rep.bytes_read += static_cast<double>(v.bytes.size());

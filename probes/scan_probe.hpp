@@ -29,12 +29,12 @@ namespace numprobe::probes {
 //            percentile (scan_bulk.cpp): what the bulk of the weights loses, which outliers'
 //            energy cannot hide (the default);
 //   output   output_rel_rms, the expected relative error of the layer output y = W x,
-//            E|dW x|^2 / E|W x|^2, for activations x of independent zero-mean entries of equal
-//            variance (a seeded Gaussian x is one draw of it). That expectation is
-//            sum dW^2 / sum W^2, so it equals rel_rms and ranks as sqnr does: without
-//            per-channel activation statistics no activation model tells the channels apart
-//            (docs/scan.md). Computing W x for one drawn x would only add sampling noise, and
-//            the fused pass sees no column index to do it.
+//            E|dW x|^2 / E|W x|^2. With --act-stats (each input channel's E[x_j^2], the
+//            statistic AWQ uses) that is sum_ij dW_ij^2 E[x_j^2] / sum_ij W_ij^2 E[x_j^2], summed in
+//            the pass that sums the other errors (scan_fused.cpp); tensors without statistics
+//            rank after those with. Without them the activations are taken as isotropic
+//            (independent, zero mean, equal variance): the expectation is sum dW^2 / sum W^2, so
+//            it equals rel_rms and ranks as sqnr does (docs/scan.md), and the report says so.
 enum class scan_rank { m_sqnr, m_flushed, m_outlier, m_bulk, m_output };
 // "sqnr", ...; throws numprobe::error (exit 2) naming `where` (the flag or scenario key).
 [[nodiscard]] scan_rank parse_scan_rank(const std::string& s, const std::string& where);
@@ -53,6 +53,10 @@ struct scan_options {
   std::string filter;                            // ECMAScript regex on names ("" = all)
   bool all = false;                              // include non-matrix tensors (norms, biases)
   std::size_t top = 20;                          // tensors the report's ranked table shows
+  // --act-stats: a .safetensors file of each input channel's mean square activation E[x_j^2],
+  // per weight W [.., in] a tensor of `in` values named W's name, or W's name with its trailing
+  // ".weight" replaced by ".input_sq_mean" (the first that exists); "" = none (docs/scan.md).
+  std::string act_stats;
   // Applied to each scheme's defaults before it is scanned (the quantization conventions:
   // `scan --preset/--scale-division/...`, docs/quant-conventions.md); empty: the definitions.
   std::function<void(formats::scheme_config&)> adjust_scheme;
@@ -94,6 +98,12 @@ struct scan_scheme_result {
   // in the sampled strips).
   double flushed_frac = 0.0, outlier_flushed_frac = 0.0;
   double bulk_sum_sq = 0.0, bulk_sum_sq_err = 0.0, bulk_rel_rms = 0.0;
+  // The expected output error (--act-stats, weights w_j = E[x_j^2] of the tensor's columns):
+  // output_sum_sq = sum w_j x^2, output_sum_sq_err = sum w_j (dq - x)^2 (out_err), over the
+  // elements sum_sq covers. Without statistics (output_weighted false) both are 0 and
+  // output_rel_rms / output_sqnr_db are rel_rms / sqnr_db (isotropic activations).
+  bool output_weighted = false;
+  double output_sum_sq = 0.0, output_sum_sq_err = 0.0, output_rel_rms = 0.0, output_sqnr_db = 0.0;
   double bits_per_element = 0.0;
   double bytes = 0.0;  // elements x bits_per_element / 8
   scan_worked_block worst;
@@ -106,11 +116,12 @@ struct scan_tensor {
   std::string layer_type;  // q_proj, k_proj, ..., embeddings, lm_head, norms, other
   int layer = -1;          // from "layers.12." and the like; -1 when absent
   double bulk_below = 0.0;  // the bulk bound (scan_bulk.cpp), the same for every scheme
+  std::string act_stats;    // the --act-stats tensor that weighted it; "" = none
   std::vector<scan_scheme_result> results;  // one per options.schemes, same order
 };
 
 // The value of rank key k for one scheme's result: sqnr_db, flushed_frac, outlier_flushed_frac,
-// bulk_rel_rms or output_rel_rms (= rel_rms). Lower is worse for sqnr only.
+// bulk_rel_rms or output_rel_rms. Lower is worse for sqnr only.
 [[nodiscard]] double rank_value(const scan_scheme_result& r, scan_rank k);
 
 // Aggregate over a group of tensors, for one scheme.
@@ -132,6 +143,10 @@ struct scan_report {
   std::vector<scan_group> totals;
   double source_bytes = 0.0;  // the scanned tensors' bytes as stored
   std::vector<std::string> skipped;  // "name (reason)"
+  // With --act-stats: the scanned tensors that have no statistics in the file (scan order), and
+  // how many of the file's tensors weighted no scanned tensor.
+  std::vector<std::string> without_act_stats;
+  std::size_t act_stats_unused = 0;
   double seconds = 0.0;
   double bytes_read = 0.0;
 };

@@ -62,7 +62,8 @@ std::string human_bytes(double b) {
 }
 
 // The column a rank key orders by, as the reports name it.
-const char* rank_column(scan_rank k) {
+const char* rank_column(scan_rank k, bool act_stats) {
+  if (k == scan_rank::m_output && act_stats) return "output_sqnr_db (lowest first: E[x_j^2]-weighted, --act-stats)";
   switch (k) {
     case scan_rank::m_sqnr: return "sqnr_db (lowest first)";
     case scan_rank::m_flushed: return "flushed_frac";
@@ -85,13 +86,38 @@ void add_view(const scan_report& r, bool allow_nonfinite, result::check_result& 
   // The flush-aware columns (flushed %, outlier-flushed %, bulk error) next to SQNR: the ranking
   // key is named in the title, and its column is marked with '*'.
   const scan_rank k = r.options.rank_by;
+  const bool act = !r.options.act_stats.empty();
+  if (act) {
+    std::string missing;
+    for (std::size_t i = 0; i < r.without_act_stats.size() && i < 5; ++i)
+      missing += (i ? ", " : ": ") + r.without_act_stats[i];
+    if (r.without_act_stats.size() > 5) missing += ", ...";
+    v.line(fmt::format("act stats {}: {} of {} tensors weighted by E[x_j^2]; {} without statistics{}{}{}",
+                       r.options.act_stats, r.tensors.size() - r.without_act_stats.size(), r.tensors.size(),
+                       r.without_act_stats.size(),
+                       r.without_act_stats.empty() || k != scan_rank::m_output ? "" : " (ranked after those with)",
+                       missing,
+                       r.act_stats_unused ? fmt::format("; {} of the file's tensors match no scanned tensor",
+                                                        r.act_stats_unused)
+                                          : ""));
+  } else if (k == scan_rank::m_output) {
+    v.line("rank by output without --act-stats: activations taken as isotropic, so output_rel_rms = rel_rms and the "
+           "order is sqnr's");
+  }
   const auto head = [&](const char* col, scan_rank key) { return std::string(col) + (k == key ? "*" : ""); };
-  auto& t = v.add_table({"rank", "tensor", "shape", head("sqnr_db", scan_rank::m_sqnr),
-                         head("rel_rms", scan_rank::m_output), head("bulk_rel_rms", scan_rank::m_bulk),
-                         head("flushed_%", scan_rank::m_flushed), head("outlier_fl_%", scan_rank::m_outlier),
-                         "max_abs", "flushed", "clipped", "outlier_blk", "vs"},
+  std::vector<std::string> cols = {"rank", "tensor", "shape", head("sqnr_db", scan_rank::m_sqnr),
+                                   act ? std::string("rel_rms") : head("rel_rms", scan_rank::m_output),
+                                   head("bulk_rel_rms", scan_rank::m_bulk), head("flushed_%", scan_rank::m_flushed),
+                                   head("outlier_fl_%", scan_rank::m_outlier), "max_abs", "flushed", "clipped",
+                                   "outlier_blk"};
+  if (act) {  // the output error's columns only where there are statistics
+    cols.push_back("out_err");
+    cols.push_back(head("out_sqnr_db", scan_rank::m_output));
+  }
+  cols.push_back("vs");
+  auto& t = v.add_table(std::move(cols),
                         fmt::format("worst tensors under {} by {}, of {} (bulk: |x| below the p{} of |x|)", schemes[0],
-                                    rank_column(k), r.tensors.size(), k_bulk_percentile_tenths * 10));
+                                    rank_column(k, act), r.tensors.size(), k_bulk_percentile_tenths * 10));
   const auto pct = [](double f) { return fmt::format("{:.3f}", 100.0 * f); };
   for (std::size_t i = 0; i < r.tensors.size() && i < r.options.top; ++i) {
     const auto& x = r.tensors[i];
@@ -99,10 +125,16 @@ void add_view(const scan_report& r, bool allow_nonfinite, result::check_result& 
     std::string vs;
     for (std::size_t s = 1; s < x.results.size(); ++s)
       vs += fmt::format("{}{} {:.2f} dB", s > 1 ? ", " : "", x.results[s].scheme, x.results[s].sqnr_db);
-    t.rows.push_back({std::to_string(i + 1), x.name, fmt::format("{}x{}", x.rows, x.cols), fixed3(p.sqnr_db),
-                      sci(p.rel_rms), sci(p.bulk_rel_rms), pct(p.flushed_frac), pct(p.outlier_flushed_frac),
-                      sci(p.max_abs), std::to_string(p.flushed), std::to_string(p.clipped),
-                      std::to_string(p.outlier_blocks), vs.empty() ? "-" : vs});
+    std::vector<std::string> row = {std::to_string(i + 1), x.name, fmt::format("{}x{}", x.rows, x.cols),
+                                    fixed3(p.sqnr_db), sci(p.rel_rms), sci(p.bulk_rel_rms), pct(p.flushed_frac),
+                                    pct(p.outlier_flushed_frac), sci(p.max_abs), std::to_string(p.flushed),
+                                    std::to_string(p.clipped), std::to_string(p.outlier_blocks)};
+    if (act) {
+      row.push_back(p.output_weighted ? sci(p.output_sum_sq_err) : "-");
+      row.push_back(p.output_weighted ? fixed3(p.output_sqnr_db) : "-");
+    }
+    row.push_back(vs.empty() ? "-" : vs);
+    t.rows.push_back(std::move(row));
   }
   if (!r.tensors.empty() && !r.tensors[0].results[0].worst.flat.empty()) {
     const auto& x = r.tensors[0];

@@ -20,7 +20,7 @@ namespace numprobe::cli {
 namespace {
 
 struct scan_flags {
-  std::string checkpoint, format = "nvfp4", vs, filter, from, to, rank_by = "bulk";
+  std::string checkpoint, format = "nvfp4", vs, filter, from, to, rank_by = "bulk", act_stats;
   report_flags out;  // --json, --csv, --md, --html, --junit
   bool all = false;
   std::size_t top = 20;
@@ -52,8 +52,12 @@ void setup_scan(CLI::App& app) {
   sub->add_option("--top", f->top, "tensors shown in the table")->capture_default_str();
   sub->add_option("--rank-by", f->rank_by,
                   "what ranks the tensors, worst first: sqnr, flushed (flushed %), outlier (outlier-flushed %), "
-                  "bulk (error below the p90 of |x|), output (expected output error, isotropic activations)")
+                  "bulk (error below the p90 of |x|), output (expected output error: weighted by --act-stats, "
+                  "else isotropic activations, which is sqnr's order)")
       ->capture_default_str();
+  sub->add_option("--act-stats", f->act_stats,
+                  ".safetensors of each input channel's E[x_j^2] per weight W (key W, or W with .weight replaced by "
+                  ".input_sq_mean; examples/act_stats/): adds out_err and out_sqnr_db, and --rank-by output uses them");
   add_report_flags(sub, f->out, "write CSV (one row per tensor and format) to PATH");
   add_convention_flags(sub, f->conventions);
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");
@@ -80,6 +84,7 @@ void setup_scan(CLI::App& app) {
     o.filter = f->filter;
     o.all = f->all;
     o.top = f->top;
+    o.act_stats = f->act_stats;
     // The conventions apply to the schemes they name: the NVFP4 axes to nvfp4, --rule to the
     // MX schemes, a preset to both (`--vs` may mix them).
     o.adjust_scheme = [conv = f->conventions](formats::scheme_config& c) {

@@ -2,7 +2,9 @@
 // quantizer hands its coded vectors to, and the quantizer's strip() instantiated with them.
 #include "src/metrics/quant_error_sums.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "src/formats/rne_block_quantizer_strip.hpp"
 #include "src/formats/rne_lane_codec.hpp"
@@ -18,10 +20,22 @@ using fd::v4i;
 
 namespace {
 thread_local double t_bulk_below = 0.0;  // bulk_scope's bound (quant_error_sums.hpp)
+// output_weights_scope's column weights (quant_error_sums.hpp).
+struct column_weights {
+  const double* weights = nullptr;
+  std::int64_t cols = 0, block_cols = 1;
+};
+thread_local column_weights t_column_weights;
 }  // namespace
 
 bulk_scope::bulk_scope(double below) : m_previous(t_bulk_below) { t_bulk_below = below; }
 bulk_scope::~bulk_scope() { t_bulk_below = m_previous; }
+
+output_weights_scope::output_weights_scope(const double* weights, std::int64_t cols, std::int64_t block_cols)
+    : m_weights(t_column_weights.weights), m_cols(t_column_weights.cols), m_block_cols(t_column_weights.block_cols) {
+  t_column_weights = {weights, cols, block_cols};
+}
+output_weights_scope::~output_weights_scope() { t_column_weights = {m_weights, m_cols, m_block_cols}; }
 
 struct quant_error_lanes {
   v4d sx = splat(0.0), se = splat(0.0), maxe = splat(-1.0);
@@ -111,6 +125,55 @@ struct quant_bulk_error_lanes {
   }
 };
 
+// quant_bulk_error_lanes, and the weighted sums beside them. The column cursor follows the
+// observer contract's order: a strip starts at column 0 of its first row; each vector covers
+// four columns of one block (a block's last vector may be partial, its extra lanes masked), the
+// next block starts at the block boundary, and the row after the last block at column 0.
+struct quant_output_error_lanes {
+  quant_bulk_error_lanes bulk;
+  v4d wx = splat(0.0), we = splat(0.0);
+  const double* weights = t_column_weights.weights;
+  std::int64_t cols = t_column_weights.cols, block_cols = t_column_weights.block_cols;
+  std::int64_t col = 0, block_end = std::min(block_cols, cols);
+  // Strips whose bulk is not measured (bound 0: no element is in it) skip the bulk lanes, whose
+  // sums then add +0, as the plain lanes' would.
+  bool bulk_on = t_bulk_below > 0.0;
+
+  // The weights of the next vector's four columns, and the cursor moved past them.
+  v4d next_weights() {
+    v4d w;
+    std::memcpy(&w, weights + col, sizeof w);
+    col += 4;
+    if (col >= block_end) {
+      col = block_end == cols ? 0 : block_end;
+      block_end = std::min(col + block_cols, cols);
+    }
+    return w;
+  }
+  void add(v4d x, v4d dq) {
+    if (bulk_on) bulk.add(x, dq);
+    else bulk.all.add(x, dq);
+    const v4d w = next_weights(), d = dq - x;
+    wx = fd::fmadd(x * x, w, wx);
+    we = fd::fmadd(d * d, w, we);
+  }
+  void add(v4d x, v4d dq, v4i finite) {
+    if (bulk_on) bulk.add(x, dq, finite);
+    else bulk.all.add(x, dq, finite);
+    const v4d w = next_weights(), e = dq - x, zero = splat(0.0);
+    const v4i ok = finite & (fd::vabs(dq) < splat(fd::k_inf));
+    wx += ok ? (x * x) * w : zero;
+    we += ok ? (e * e) * w : zero;
+  }
+  template <class Segments>
+  std::int64_t add_to(quant_output_error_sums& s, std::int64_t nonfinite_inputs, const Segments& segs) const {
+    s.out_sum_sq += fd::hsum(wx);
+    s.out_sum_sq_err += fd::hsum(we);
+    if (fd::hsum(bulk.all.nonfinite_out) > 0) s.out_sum_sq_err = fd::k_inf;
+    return bulk.add_to(s, nonfinite_inputs, segs);
+  }
+};
+
 }  // namespace numprobe::metrics
 
 namespace numprobe::formats::detail {
@@ -120,4 +183,7 @@ template void rne_block_quantizer::strip<metrics::quant_error_sums>(
 template void rne_block_quantizer::strip<metrics::quant_bulk_error_sums>(
     const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
     std::span<block_stats>, metrics::quant_bulk_error_sums&, strip_summary*) const;
+template void rne_block_quantizer::strip<metrics::quant_output_error_sums>(
+    const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+    std::span<block_stats>, metrics::quant_output_error_sums&, strip_summary*) const;
 }  // namespace numprobe::formats::detail

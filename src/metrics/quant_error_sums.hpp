@@ -32,8 +32,9 @@
 
 namespace numprobe::metrics {
 
-struct quant_error_lanes;       // quant_error_sums.cpp
-struct quant_bulk_error_lanes;  // quant_error_sums.cpp
+struct quant_error_lanes;         // quant_error_sums.cpp
+struct quant_bulk_error_lanes;    // quant_error_sums.cpp
+struct quant_output_error_lanes;  // quant_error_sums.cpp
 
 // Sums over finite inputs whose dequantized value is finite (non-finite ones are counted).
 struct quant_error_sums {
@@ -48,6 +49,33 @@ struct quant_error_sums {
 struct quant_bulk_error_sums : quant_error_sums {
   using lanes = quant_bulk_error_lanes;
   double bulk_sum_sq = 0.0, bulk_sum_sq_err = 0.0;  // bulk_sum_sq_err: inf with sum_sq_err
+};
+
+// The output error (issue 17, scan --act-stats): the bulk sums, and the same two sums again with
+// each element weighted by its column's weight w_j (the input channel's mean square activation
+// E[x_j^2]): sum w_j x^2 and sum w_j (dq - x)^2, in the same lanes and order, so with the accuracy
+// above plus one rounding per product. The weights are the thread's, set by an
+// output_weights_scope; the lanes find each element's column from the observer contract's fixed
+// order (rne_block_quantizer.hpp: row by row, block by block, four elements at a time), so the
+// quantizer stays column-blind. out_sum_sq_err: inf with sum_sq_err.
+struct quant_output_error_sums : quant_bulk_error_sums {
+  using lanes = quant_output_error_lanes;
+  double out_sum_sq = 0.0, out_sum_sq_err = 0.0;
+};
+
+// Sets this thread's column weights for the strips coded while it lives (restores the previous
+// ones): `weights` holds cols finite values >= 0 and then at least 3 zeros (a partial vector's
+// lanes past the last column read them, masked); blocks are block_cols wide.
+class output_weights_scope {
+ public:
+  output_weights_scope(const double* weights, std::int64_t cols, std::int64_t block_cols);
+  ~output_weights_scope();
+  output_weights_scope(const output_weights_scope&) = delete;
+  output_weights_scope& operator=(const output_weights_scope&) = delete;
+
+ private:
+  const double* m_weights;
+  std::int64_t m_cols, m_block_cols;
 };
 
 // Sets this thread's bulk bound for the strips coded while it lives (restores the previous one).
@@ -73,4 +101,7 @@ extern template void rne_block_quantizer::strip<metrics::quant_error_sums>(
 extern template void rne_block_quantizer::strip<metrics::quant_bulk_error_sums>(
     const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
     std::span<block_stats>, metrics::quant_bulk_error_sums&, strip_summary*) const;
+extern template void rne_block_quantizer::strip<metrics::quant_output_error_sums>(
+    const void*, element_storage, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+    std::span<block_stats>, metrics::quant_output_error_sums&, strip_summary*) const;
 }  // namespace numprobe::formats::detail

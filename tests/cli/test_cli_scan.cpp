@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -141,6 +142,54 @@ TEST(cli_scan, text_and_csv) {
   EXPECT_EQ(text.rfind("rank,tensor,", 0), 0u);
   EXPECT_NE(text.find("\n1,model.layers.1.mlp.gate_proj.weight,f32,32,128,gate_proj,1,nvfp4,"),
             std::string::npos);
+}
+
+// --act-stats (issue 17): the output error's fields and columns, the key rule, tensors without
+// statistics ranked after, the fallback note without the file, and a length mismatch (exit 2).
+TEST(cli_scan, act_stats_weight_the_output_ranking) {
+  ckpt c;
+  namespace io = numprobe::io;
+  const auto stats = (c.dir / "act.safetensors").string();
+  const std::string v = "model.layers.0.self_attn.v_proj.weight", g = "model.layers.1.mlp.gate_proj.weight";
+  // Constant statistics (2, a power of two) weight every element alike: the output error is then
+  // the isotropic one, output_rel_rms = rel_rms up to the sums' roundings (n = 4096 terms, a
+  // relative 1e-12 is about 20 times their bound).
+  io::write_safetensors(stats, {io::tensor_of("model.layers.1.mlp.gate_proj.input_sq_mean", {128},
+                                              std::vector<float>(128, 2.0f))});
+  const auto r = run_numprobe("scan " + c.file + " --act-stats " + stats + " --rank-by output --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  EXPECT_EQ(j["act_stats"], stats);
+  EXPECT_EQ(j["without_act_stats"], json::array({v}));
+  ASSERT_EQ(j["tensors"].size(), 2u);
+  const auto& t0 = j["tensors"][0];
+  EXPECT_EQ(t0["name"], g);
+  EXPECT_EQ(t0["act_stats"], "model.layers.1.mlp.gate_proj.input_sq_mean");
+  const auto& p = t0["results"][0];
+  EXPECT_EQ(p["rank_value"], p["output_rel_rms"]);
+  EXPECT_NEAR(p["output_rel_rms"].get<double>(), p["rel_rms"].get<double>(), 1e-12 * p["rel_rms"].get<double>());
+  EXPECT_NEAR(p["output_sqnr_db"].get<double>(), p["sqnr_db"].get<double>(), 1e-9);
+  EXPECT_GT(p["output_err"].get<double>(), 0.0);
+  EXPECT_NEAR(p["output_err"].get<double>() / p["output_energy"].get<double>(),
+              std::pow(p["output_rel_rms"].get<double>(), 2), 1e-12);
+  EXPECT_TRUE(j["tensors"][1]["act_stats"].is_null());
+  EXPECT_TRUE(j["tensors"][1]["results"][0]["output_err"].is_null());
+
+  const auto text = run_numprobe("scan " + c.file + " --act-stats " + stats + " --rank-by output");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("out_sqnr_db*"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("1 without statistics (ranked after those with): " + v), std::string::npos) << text.out;
+  const auto fallback = run_numprobe("scan " + c.file + " --rank-by output");
+  ASSERT_EQ(fallback.exit_code, 0) << fallback.err;
+  EXPECT_NE(fallback.out.find("without --act-stats"), std::string::npos) << fallback.out;
+  EXPECT_EQ(fallback.out.find("out_sqnr_db"), std::string::npos) << fallback.out;
+
+  io::write_safetensors(stats, {io::tensor_of(v, {127}, std::vector<float>(127, 1.0f))});
+  const auto bad = run_numprobe("scan " + c.file + " --act-stats " + stats);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--act-stats"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("'" + v + "' holds 127 values, but '" + v + "' has 128 input channels"), std::string::npos)
+      << bad.err;
 }
 
 TEST(cli_scan, fnuz_migration) {
