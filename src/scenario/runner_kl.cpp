@@ -17,7 +17,9 @@ bool known(const std::string& m) {
     (void)probes::kl_metric(metrics::kl_summary{}, m);
     return true;
   } catch (const error&) {
-    return false;
+    // KL by position and the base's precision floor (kl_report_metric): the names only here,
+    // their values need the run (a positions.* bound without `positions` is refused then).
+    return m.starts_with("positions.") || m.starts_with("base_precision.");
   }
 }
 
@@ -32,6 +34,10 @@ void run(const check_spec& s, const run_context&, result::check_result& out) {
   if (o.topk < 1 || o.topk > 1000) throw_input_error(s.place("topk"), "must be in [1, 1000]");
   o.worst = static_cast<std::size_t>(std::max<std::int64_t>(0, s.get_int("worst", 10)));
   o.threads = static_cast<unsigned>(std::max<std::int64_t>(0, s.get_int("threads", 0)));
+  o.positions = s.get_int("positions", 0);
+  o.seq_len = s.get_int("seq_len", 0);
+  if (s.has("positions") && o.positions < 1) throw_input_error(s.place("positions"), "must be at least 1");
+  if (s.has("seq_len") && o.seq_len < 1) throw_input_error(s.place("seq_len"), "must be at least 1");
   o.bounds = s.bounds;
   const auto r = probes::run_kl(o);
 
@@ -51,11 +57,15 @@ check_runner kl_runner() {
       {"topk", param_kind::m_int, "k of the top-k overlap"},
       {"worst", param_kind::m_int, "positions with the largest KL to list"},
       {"threads", param_kind::m_int, "worker threads (0: all cores; results do not depend on it)"},
+      {"positions", param_kind::m_int, "position bins: KL mean and p99 per bin with a growth fit (kl --positions)"},
+      {"seq_len", param_kind::m_int, "positions per sequence when rows hold several (kl --seq-len)"},
   };
   r.known_metric = known;
   r.metric_names = "kld.mean, kld.stderr, kld.median, kld.p90, kld.p99, kld.p999, kld.max, top1, "
                    "topk_overlap, delta_p.mean, delta_p.rms, delta_p.min, delta_p.p01..p99, delta_p.max, "
-                   "ppl_ratio, ln_ppl_ratio";
+                   "ppl_ratio, ln_ppl_ratio, positions.last_over_first, positions.slope_per_1k, "
+                   "positions.log2_slope, positions.r2, base_precision.floor_kld_mean, "
+                   "base_precision.mean_over_floor";
   r.run = run;
   return r;
 }

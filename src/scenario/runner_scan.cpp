@@ -20,6 +20,7 @@ void run(const check_spec& s, const run_context&, result::check_result& out) {
   for (const auto& v : s.get_strings("vs")) o.schemes.push_back(v);
   o.filter = s.get_string("filter", "");
   o.all = s.get_bool("all", false);
+  o.act_stats = s.get_string("act_stats", "");
   if (s.has("rank_by")) o.rank_by = probes::parse_scan_rank(s.get_string("rank_by", ""), s.place("rank_by"));
   const auto r = probes::run_scan(o);
   // run_scan refuses empty selections itself, naming the filter only when one was given.
@@ -42,6 +43,7 @@ check_runner scan_runner() {
       {"vs", param_kind::m_strings, "schemes to compare alongside (reported, not gated)"},
       {"filter", param_kind::m_string, "regex on tensor names"},
       {"all", param_kind::m_bool, "include non-matrix tensors (norms, biases)"},
+      {"act_stats", param_kind::m_string, "per-input-channel E[x^2] (.safetensors) for rank_by output (scan --act-stats)"},
       {"rank_by", param_kind::m_string, "ranking key: sqnr, flushed, outlier, bulk (default), output"},
       {"allow_nonfinite", param_kind::m_bool, "pass even when input tensors hold NaN/Inf"},
   };

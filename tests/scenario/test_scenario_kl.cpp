@@ -70,9 +70,34 @@ name = "kl-missing"
 probe = "kl"
 base = "{0}/base.npy"
 cand = "{0}/nope.npy"
+
+[[check]]
+name = "kl-positions"
+probe = "kl"
+base = "{0}/base.npy"
+cand = "{0}/cand.npy"
+positions = 4
+bound = "positions.last_over_first<=1e-9"
+
+[[check]]
+name = "kl-positions-zero"
+probe = "kl"
+base = "{0}/base.npy"
+cand = "{0}/cand.npy"
+positions = 0
 )", dir.string());
   const auto r = sc::run_scenario(sc::parse_scenario(text, "kl.toml"), {});
-  ASSERT_EQ(r.checks.size(), 3u);
+  ASSERT_EQ(r.checks.size(), 5u);
+  // KL by position through the scenario key: flat noise, so the last bin's mean over the
+  // first's is near 1 (each bin averages ~9 rows of 3001 iid terms: a few % spread), and the
+  // impossible bound fails on it.
+  ASSERT_EQ(r.checks[3].outcome, status::m_fail) << r.checks[3].message;
+  ASSERT_EQ(r.checks[3].gates.size(), 1u);
+  EXPECT_GT(r.checks[3].gates[0].measured, 0.8);
+  EXPECT_LT(r.checks[3].gates[0].measured, 1.25);
+  EXPECT_EQ(r.checks[4].outcome, status::m_error);
+  EXPECT_EQ(r.checks[4].error_code, 2);
+  EXPECT_NE(r.checks[4].message.find("positions"), std::string::npos) << r.checks[4].message;
   const auto& ok = r.checks[0];
   ASSERT_EQ(ok.outcome, status::m_pass) << ok.message;
   const auto* m = ok.find_metric("kld.mean");
