@@ -84,14 +84,8 @@ std::map<std::uint32_t, std::int64_t> ranks_of(nf::format_id id) {
   return out;
 }
 
-struct their_scales {
-  bool given = false, as_codes = false;
-  std::vector<std::uint32_t> codes;
-  std::vector<double> values;
-};
-
-their_scales read_scales(const fs::path& p, const nf::quant_result& q) {
-  their_scales s;
+identify_scales read_scales(const fs::path& p, const nf::quant_result& q) {
+  identify_scales s;
   if (!fs::exists(p)) return s;
   const auto t = io::read_npy(p);
   if (t.element_count() != static_cast<std::uint64_t>(q.grid.count()))
@@ -110,7 +104,7 @@ double stored_scale(const nf::quant_result& q, const nf::block_stats& b) {
 }
 
 identify_candidate compare(const nf::scheme_config& c, const std::vector<double>& input, std::int64_t rows,
-                           std::int64_t cols, const std::vector<std::uint32_t>& theirs, const their_scales& scales,
+                           std::int64_t cols, const std::vector<std::uint32_t>& theirs, const identify_scales& scales,
                            const std::map<std::uint32_t, std::int64_t>& rank) {
   identify_candidate out;
   out.config = c;
@@ -156,20 +150,29 @@ nlohmann::json conventions_json(const nf::scheme_config& c) {
 }  // namespace
 
 identify_result run_identify(const quant_report& base, const std::string& dir) {
-  identify_result r;
-  r.dir = dir;
   const fs::path d(dir);
   if (!fs::is_directory(d)) throw_input_error("--identify", "'" + dir + "' is not a directory");
   if (!fs::exists(d / "codes.npy")) throw_input_error("--identify", "no codes.npy in '" + dir + "'");
   const auto& q = base.result;
   const std::int64_t rows = q.grid.rows, cols = q.grid.cols;
   const int bits = nf::info(q.config.element).storage_bits;
-  const auto theirs = their_codes(io::read_npy(d / "codes.npy"), rows, cols, bits, r.packed);
+  bool packed = false;
+  const auto theirs = their_codes(io::read_npy(d / "codes.npy"), rows, cols, bits, packed);
   const auto scales = read_scales(d / "scales.npy", q);
+  auto out = identify_codes(q.config, base.input, rows, cols, theirs, scales, dir);
+  out.packed = packed;
+  return out;
+}
+
+identify_result identify_codes(const nf::scheme_config& base, const std::vector<double>& input,
+                               std::int64_t rows, std::int64_t cols, const std::vector<std::uint32_t>& theirs,
+                               const identify_scales& scales, const std::string& dir) {
+  identify_result r;
+  r.dir = dir;
   r.scales_given = scales.given;
-  const auto rank = ranks_of(q.config.element);
-  for (const auto& c : nf::convention_variants(q.config))
-    r.candidates.push_back(compare(c, base.input, rows, cols, theirs, scales, rank));
+  const auto rank = ranks_of(base.element);
+  for (const auto& c : nf::convention_variants(base))
+    r.candidates.push_back(compare(c, input, rows, cols, theirs, scales, rank));
   for (std::size_t i = 0; i < r.candidates.size() && r.match < 0; ++i)
     if (r.candidates[i].matches()) r.match = static_cast<int>(i);
   return r;

@@ -43,6 +43,22 @@ struct identify_result {
                    // `ambiguous` when more than one: the input does not separate them)
 };
 
+// Scales another implementation stored, one per block of the scheme's grid (formats::quantize
+// block order): 8-bit codes, or exact float values of the stored scale (NVFP4: s_b, without s_t).
+struct identify_scales {
+  bool given = false, as_codes = false;
+  std::vector<std::uint32_t> codes;
+  std::vector<double> values;
+};
+
+// Compares codes (one per element of the [rows, cols] input, numprobe's code numbering) and
+// scales with the reference's quantization of `input` under every convention variant of
+// `base` (formats::convention_variants, the base first). `dir` is only recorded.
+[[nodiscard]] identify_result identify_codes(const formats::scheme_config& base,
+                                             const std::vector<double>& input, std::int64_t rows,
+                                             std::int64_t cols, const std::vector<std::uint32_t>& theirs,
+                                             const identify_scales& scales, const std::string& dir = "");
+
 // Reads DIR and compares. Throws numprobe::error (exit 2) naming the file on a missing
 // codes.npy, a shape that matches neither layout, or an unreadable dtype.
 [[nodiscard]] identify_result run_identify(const quant_report& base, const std::string& dir);
