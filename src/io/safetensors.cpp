@@ -1,8 +1,15 @@
 #include "numprobe/io/safetensors.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "atomic_write.hpp"
 #include "json_header.hpp"
@@ -156,26 +163,29 @@ struct prepared {
   std::vector<tensor_to_write> order;
 };
 
-prepared prepare(std::vector<tensor_to_write> tensors,
-                 const std::map<std::string, std::string>& metadata, const std::string& place) {
+struct sized_decl {
+  tensor_decl decl;
+  std::uint64_t bytes = 0;
+};
+
+// The header (length field + JSON padded to a multiple of 8) of tensors in their final order
+// (widest first, then by name: offsets of wide types stay multiples of their width), which it
+// leaves in `tensors`. Validates names and dtypes; sizes from the shapes.
+std::vector<std::byte> header_of(std::vector<sized_decl>& tensors,
+                                 const std::map<std::string, std::string>& metadata, const std::string& place) {
   std::set<std::string> names;
-  for (const auto& t : tensors) {
-    const std::string tp = place + ":" + t.name;
-    if (t.name == k_metadata_key) throw_input_error(tp, "tensor name '__metadata__' is reserved");
-    if (!names.insert(t.name).second) throw_input_error(tp, "duplicate tensor name");
-    if (info(t.dtype).safetensors.empty()) {
-      throw_input_error(tp, "dtype " + std::string(name(t.dtype)) + " has no safetensors name");
+  for (auto& t : tensors) {
+    const std::string tp = place + ":" + t.decl.name;
+    if (t.decl.name == k_metadata_key) throw_input_error(tp, "tensor name '__metadata__' is reserved");
+    if (!names.insert(t.decl.name).second) throw_input_error(tp, "duplicate tensor name");
+    if (info(t.decl.dtype).safetensors.empty()) {
+      throw_input_error(tp, "dtype " + std::string(name(t.decl.dtype)) + " has no safetensors name");
     }
-    const std::uint64_t want =
-        checked_byte_count(t.dtype, checked_element_count(t.shape, tp), tp);
-    if (want != t.bytes.size()) {
-      throw_input_error(tp, "shape x dtype is " + std::to_string(want) + " bytes, given " +
-                                std::to_string(t.bytes.size()));
-    }
+    t.bytes = checked_byte_count(t.decl.dtype, checked_element_count(t.decl.shape, tp), tp);
   }
-  // Widest first, then by name: offsets of wide types stay multiples of their width.
-  std::sort(tensors.begin(), tensors.end(), [](const tensor_to_write& a, const tensor_to_write& c) {
-    return bits(a.dtype) != bits(c.dtype) ? bits(a.dtype) > bits(c.dtype) : a.name < c.name;
+  std::stable_sort(tensors.begin(), tensors.end(), [](const sized_decl& a, const sized_decl& c) {
+    return bits(a.decl.dtype) != bits(c.decl.dtype) ? bits(a.decl.dtype) > bits(c.decl.dtype)
+                                                    : a.decl.name < c.decl.name;
   });
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
@@ -185,20 +195,39 @@ prepared prepare(std::vector<tensor_to_write> tensors,
   std::uint64_t at = 0;
   for (const auto& t : tensors) {
     nlohmann::ordered_json e;
-    e["dtype"] = info(t.dtype).safetensors;
-    e["shape"] = t.shape;
-    e["data_offsets"] = {at, at + t.bytes.size()};
-    at += t.bytes.size();
-    j[t.name] = std::move(e);
+    e["dtype"] = info(t.decl.dtype).safetensors;
+    e["shape"] = t.decl.shape;
+    e["data_offsets"] = {at, at + t.bytes};
+    at += t.bytes;
+    j[t.decl.name] = std::move(e);
   }
   std::string text = j.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  prepared p;
-  p.header.resize(8 + text.size());
+  std::vector<std::byte> header(8 + text.size());
   const std::uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) p.header[i] = std::byte((n >> (8 * i)) & 0xFF);
-  std::memcpy(p.header.data() + 8, text.data(), text.size());
-  p.order = std::move(tensors);
+  for (int i = 0; i < 8; ++i) header[i] = std::byte((n >> (8 * i)) & 0xFF);
+  std::memcpy(header.data() + 8, text.data(), text.size());
+  return header;
+}
+
+prepared prepare(std::vector<tensor_to_write> tensors,
+                 const std::map<std::string, std::string>& metadata, const std::string& place) {
+  std::vector<sized_decl> decls;
+  std::map<std::string, std::size_t> given;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    decls.push_back({{tensors[i].name, tensors[i].dtype, tensors[i].shape}, 0});
+    given.emplace(tensors[i].name, i);
+  }
+  prepared p;
+  p.header = header_of(decls, metadata, place);
+  for (const auto& d : decls) {
+    auto& t = tensors[given.at(d.decl.name)];
+    if (d.bytes != t.bytes.size()) {
+      throw_input_error(place + ":" + t.name, "shape x dtype is " + std::to_string(d.bytes) + " bytes, given " +
+                                                  std::to_string(t.bytes.size()));
+    }
+    p.order.push_back(std::move(t));
+  }
   return p;
 }
 
@@ -223,6 +252,75 @@ void write_safetensors(const std::filesystem::path& path, std::vector<tensor_to_
   std::vector<std::span<const std::byte>> parts{std::span<const std::byte>(p.header)};
   for (const auto& t : p.order) parts.push_back(t.bytes);
   detail::atomic_write(path, parts);
+}
+
+safetensors_stream::safetensors_stream(std::filesystem::path target, std::vector<tensor_decl> tensors,
+                                       const std::map<std::string, std::string>& metadata)
+    : m_target(std::move(target)) {
+  static std::atomic<unsigned> counter{0};
+  const std::string place = m_target.string();
+  std::vector<sized_decl> decls;
+  for (auto& t : tensors) decls.push_back({std::move(t), 0});
+  const auto header = header_of(decls, metadata, place);
+  for (auto& d : decls) {
+    m_total += d.bytes;
+    m_order.push_back(std::move(d.decl));
+  }
+  m_tmp = place + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  m_fd = ::open(m_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (m_fd < 0) throw_input_error(place, std::string("cannot create: ") + std::strerror(errno));
+  m_total += header.size();
+  try {
+    write(header);
+  } catch (...) {
+    ::close(m_fd);
+    ::unlink(m_tmp.c_str());
+    m_fd = -1;
+    throw;
+  }
+}
+
+safetensors_stream::~safetensors_stream() {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+    ::unlink(m_tmp.c_str());
+  }
+}
+
+void safetensors_stream::write(std::span<const std::byte> bytes) {
+  const std::string place = m_target.string();
+  if (m_fd < 0) throw_input_error(place, "written after finish");
+  if (bytes.size() > m_total - m_written)
+    throw_input_error(place, "more tensor bytes than the header declares");
+  const std::byte* p = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ::ssize_t w = ::write(m_fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw_input_error(place, std::string("cannot write: ") + std::strerror(errno));
+    p += w;
+    left -= static_cast<std::size_t>(w);
+  }
+  m_written += bytes.size();
+}
+
+void safetensors_stream::finish() {
+  const std::string place = m_target.string();
+  if (m_fd < 0) throw_input_error(place, "finished twice");
+  if (m_written != m_total)
+    throw_input_error(place, fmt::format("{} of {} declared bytes written", m_written, m_total));
+  const int fd = m_fd;
+  m_fd = -1;
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int e = errno;
+    ::unlink(m_tmp.c_str());
+    throw_input_error(place, std::string("cannot flush: ") + std::strerror(e));
+  }
+  if (::rename(m_tmp.c_str(), place.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(m_tmp.c_str());
+    throw_input_error(place, std::string("cannot rename into place: ") + std::strerror(e));
+  }
 }
 
 tensor_to_write tensor_of(std::string name, std::vector<std::uint64_t> shape,

@@ -81,6 +81,41 @@ struct tensor_to_write {
 void write_safetensors(const std::filesystem::path& path, std::vector<tensor_to_write> tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// A .safetensors file written tensor by tensor, for checkpoints larger than memory (convert
+// --write): every tensor is declared first, the header goes to a temporary file beside the
+// target, then the tensors' bytes come in order() (any split), and finish() flushes and renames
+// (atomic, as write_safetensors). A writer destroyed before finish() removes its temporary.
+struct tensor_decl {
+  std::string name;
+  io::dtype dtype = io::dtype::m_f32;
+  std::vector<std::uint64_t> shape;
+};
+
+class safetensors_stream {
+ public:
+  // Throws (exit 2) as safetensors_bytes does on the declarations, or naming the target when
+  // the temporary cannot be created.
+  safetensors_stream(std::filesystem::path target, std::vector<tensor_decl> tensors,
+                     const std::map<std::string, std::string>& metadata = {});
+  safetensors_stream(const safetensors_stream&) = delete;
+  safetensors_stream& operator=(const safetensors_stream&) = delete;
+  ~safetensors_stream();
+
+  // The order the bytes must come in (widest dtype first, then by name).
+  [[nodiscard]] const std::vector<tensor_decl>& order() const noexcept { return m_order; }
+  // Bytes of the data section, continuing where the last call stopped; throws (exit 2) past
+  // the declared total.
+  void write(std::span<const std::byte> bytes);
+  // Throws (exit 2) naming the target when fewer bytes came than declared.
+  void finish();
+
+ private:
+  std::filesystem::path m_target, m_tmp;
+  std::vector<tensor_decl> m_order;
+  std::uint64_t m_total = 0, m_written = 0;
+  int m_fd = -1;
+};
+
 // Convenience: f64 / f32 / u8 tensors from vectors.
 [[nodiscard]] tensor_to_write tensor_of(std::string name, std::vector<std::uint64_t> shape,
                                         const std::vector<double>& values);
