@@ -1,0 +1,223 @@
+// Released quantized checkpoints (numprobe/io/release.hpp): finding the files, detecting the
+// layout and dispatching to the layout readers (release_layouts.hpp). The detection rules are
+// documented in docs/checkpoints.md.
+#include "numprobe/io/release.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "numprobe/base/error.hpp"
+#include "src/io/release_layouts.hpp"
+
+namespace numprobe::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct layout_name {
+  release_layout id;
+  std::string_view name;
+};
+
+constexpr std::array<layout_name, 10> k_names{{
+    {release_layout::m_modelopt_nvfp4, "modelopt-nvfp4"},
+    {release_layout::m_ct_nvfp4, "ct-nvfp4"},
+    {release_layout::m_ct_mxfp4, "ct-mxfp4"},
+    {release_layout::m_ct_fp8, "ct-fp8"},
+    {release_layout::m_ct_int4, "ct-int4"},
+    {release_layout::m_gptoss_mxfp4, "gptoss-mxfp4"},
+    {release_layout::m_deepseek_fp8, "deepseek-fp8"},
+    {release_layout::m_awq, "awq"},
+    {release_layout::m_gptq_v1, "gptq-v1"},
+    {release_layout::m_gptq_v2, "gptq-v2"},
+}};
+
+std::string known_names() {
+  std::string out;
+  for (const auto& n : k_names) out += (out.empty() ? "" : ", ") + std::string(n.name);
+  return out;
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw_input_error(p.string(), "cannot read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    throw_input_error(p.string(), "malformed JSON: " + what);
+  }
+}
+
+// The checkpoint file in a folder: an index .json (model.safetensors.index.json first), else
+// the one .safetensors file.
+fs::path checkpoint_in(const fs::path& dir) {
+  if (fs::exists(dir / "model.safetensors.index.json")) return dir / "model.safetensors.index.json";
+  std::vector<fs::path> indexes, files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.ends_with(".safetensors.index.json")) indexes.push_back(e.path());
+    if (n.ends_with(".safetensors")) files.push_back(e.path());
+  }
+  if (indexes.size() == 1) return indexes[0];
+  if (indexes.size() > 1) throw_input_error(dir.string(), "several *.safetensors.index.json: pass one");
+  if (files.size() == 1) return files[0];
+  if (files.empty()) throw_input_error(dir.string(), "no .safetensors file or index .json");
+  throw_input_error(dir.string(), "several .safetensors files and no index .json: pass one");
+}
+
+// config.json's quantization_config, else hf_quant_config.json (ModelOpt's own file) as a
+// whole; null when neither is there.
+nlohmann::json quantization_config_in(const fs::path& dir, std::string& from) {
+  from = "config.json quantization_config";
+  const fs::path cfg = dir / "config.json";
+  if (fs::exists(cfg)) {
+    const auto j = read_json(cfg);
+    if (!j.is_object()) throw_input_error(cfg.string(), "not a JSON object");
+    if (j.contains("quantization_config")) {
+      const auto& qc = j["quantization_config"];
+      if (!qc.is_object())
+        throw_input_error(cfg.string() + ":quantization_config", "not a JSON object");
+      return qc;
+    }
+  }
+  const fs::path hf = dir / "hf_quant_config.json";
+  if (fs::exists(hf)) {
+    auto j = read_json(hf);
+    if (!j.is_object()) throw_input_error(hf.string(), "not a JSON object");
+    from = "hf_quant_config.json";
+    return j;
+  }
+  return nullptr;
+}
+
+std::string config_summary(const nlohmann::json& qc) {
+  std::string out;
+  for (const char* key : {"quant_method", "format", "quant_algo"}) {
+    if (qc.contains(key) && qc[key].is_string())
+      out += (out.empty() ? "" : ", ") + std::string(key) + "=" + qc[key].get<std::string>();
+  }
+  if (qc.contains("quantization") && qc["quantization"].is_object())
+    out += (out.empty() ? "" : ", ") + std::string("quant_algo=") +
+           qc["quantization"].value("quant_algo", std::string("?"));
+  return out;
+}
+
+const detail::layout_reader& reader_of(release_layout l) {
+  for (const auto& r : detail::layout_readers())
+    if (r.id == l) return r;
+  throw_input_error("--layout", "layout " + std::string(name(l)) + " has no reader in this build");
+}
+
+}  // namespace
+
+std::string_view name(release_layout l) {
+  for (const auto& n : k_names)
+    if (n.id == l) return n.name;
+  return "unknown";
+}
+
+release_layout parse_release_layout(std::string_view text, const std::string& place) {
+  for (const auto& n : k_names)
+    if (n.name == text) return n.id;
+  throw_input_error(place, "unknown layout '" + std::string(text) + "' (known: " + known_names() + ")");
+}
+
+const std::vector<release_layout>& all_release_layouts() {
+  static const std::vector<release_layout> all = [] {
+    std::vector<release_layout> v;
+    for (const auto& n : k_names) v.push_back(n.id);
+    return v;
+  }();
+  return all;
+}
+
+namespace detail {
+
+const std::vector<layout_reader>& layout_readers() {
+  static const std::vector<layout_reader> readers = [] {
+    std::vector<layout_reader> v;
+    add_float_layouts(v);
+    add_int_layouts(v);
+    return v;
+  }();
+  return readers;
+}
+
+}  // namespace detail
+
+release release::open(const fs::path& path, std::optional<release_layout> forced) {
+  if (!fs::exists(path)) throw_input_error(path.string(), "no such file or folder");
+  const bool is_dir = fs::is_directory(path);
+  const fs::path dir = is_dir ? path : path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  release r(checkpoint::open(is_dir ? checkpoint_in(path) : path));
+  std::string config_from;
+  r.m_qconfig = quantization_config_in(dir, config_from);
+  const std::string place = path.string();
+
+  const detail::layout_reader* chosen = nullptr;
+  if (forced) {
+    chosen = &reader_of(*forced);
+    r.m_detected_by = "--layout";
+  } else if (!r.m_qconfig.is_null()) {
+    std::vector<const detail::layout_reader*> hits;
+    for (const auto& rd : detail::layout_readers())
+      if (rd.config_matches(r.m_qconfig)) hits.push_back(&rd);
+    const std::string what = config_summary(r.m_qconfig);
+    if (hits.empty())
+      throw_input_error(place, "quantization_config (" + what +
+                                   ") names no known layout; pass --layout (known: " +
+                                   known_names() + ")");
+    if (hits.size() > 1)
+      throw_input_error(place, "quantization_config (" + what + ") matches both " +
+                                   std::string(name(hits[0]->id)) + " and " +
+                                   std::string(name(hits[1]->id)) + "; pass --layout");
+    chosen = hits[0];
+    if (!chosen->names_match(r.m_files))
+      throw_input_error(place, "quantization_config says " + std::string(name(chosen->id)) +
+                                   " but no tensor is named as that layout names them");
+    r.m_detected_by = config_from + " (" + what + ")";
+  } else {
+    std::vector<const detail::layout_reader*> hits;
+    for (const auto& rd : detail::layout_readers())
+      if (rd.names_match(r.m_files)) hits.push_back(&rd);
+    if (hits.empty())
+      throw_input_error(place, "no quantized tensor of a known layout found (known: " +
+                                   known_names() + ")");
+    if (hits.size() > 1)
+      throw_input_error(place, "tensor names match both " + std::string(name(hits[0]->id)) +
+                                   " and " + std::string(name(hits[1]->id)) + "; pass --layout");
+    chosen = hits[0];
+    r.m_detected_by = "tensor names (" + std::string(name(chosen->id)) + ")";
+  }
+  r.m_layout = chosen->id;
+  chosen->group(r.m_files, r.m_qconfig, r.m_tensors, r.m_passthrough);
+  if (r.m_tensors.empty())
+    throw_input_error(place, "no quantized tensor of layout " + std::string(name(r.m_layout)) +
+                                 " found");
+  return r;
+}
+
+release_slab release::decode_rows(const release_tensor& t, std::int64_t r0,
+                                  std::int64_t r1) const {
+  const auto it = std::find_if(m_tensors.begin(), m_tensors.end(), [&](const release_tensor& x) {
+    return x.name == t.name && x.layout == t.layout;
+  });
+  if (it == m_tensors.end()) throw_input_error(t.name, "not a tensor of this release");
+  const release_tensor& own = *it;  // the checked shape, not the caller's copy
+  const std::string range = "rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ")";
+  if (r0 < 0 || r1 < r0 || r1 > own.rows)
+    throw_input_error(own.name, range + " outside [0, " + std::to_string(own.rows) + ")");
+  const std::int64_t a = std::max<std::int64_t>(own.row_align, 1);
+  if (r0 % a != 0 || (r1 % a != 0 && r1 != own.rows))
+    throw_input_error(own.name, range + " off the layout's row grid of " + std::to_string(a));
+  return reader_of(own.layout).decode(m_files, own, r0, r1);
+}
+
+}  // namespace numprobe::io
