@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <limits>
 #include <regex>
@@ -200,6 +202,27 @@ void scan_tensor(const io::release& rel, const io::checkpoint* orig, const relea
 }
 
 }  // namespace
+
+bool looks_like_release(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(p, ec) ? p : p.parent_path();
+  if (fs::exists(dir / "config.json", ec)) {
+    std::ifstream f(dir / "config.json");
+    const auto j = nlohmann::json::parse(f, nullptr, false);
+    if (j.is_object() && j.contains("quantization_config")) return true;
+  }
+  if (fs::exists(dir / "hf_quant_config.json", ec) || fs::exists(dir / "quantize_config.json", ec)) return true;
+  if (fs::is_directory(p, ec)) return true;  // a folder is only read as a release
+  const auto ck = io::checkpoint::open(p);
+  const char* suffixes[] = {".weight_scale", ".weight_packed", ".qweight", ".qzeros", ".weight_scale_inv",
+                            ".weight_global_scale", ".weight_scale_2", "_blocks"};
+  for (const auto& e : ck.tensors())
+    for (const char* s : suffixes)
+      if (e.name.ends_with(s)) return true;
+  return false;
+}
 
 release_scan_report run_release_scan(const release_scan_options& o) {
   const auto t0 = std::chrono::steady_clock::now();

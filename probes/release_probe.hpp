@@ -72,6 +72,12 @@ struct release_scan_report {
   double seconds = 0.0;
 };
 
+// Whether PATH (a .safetensors file, an index .json or a folder) is a released quantized
+// checkpoint rather than one to quantize: a config.json beside it with a quantization_config, or
+// tensor names that only quantized layouts use (weight_scale, weight_packed, qweight, *_blocks
+// with *_scales, ...). `scan` reads a release with run_release_scan.
+[[nodiscard]] bool looks_like_release(const std::string& path);
+
 // Throws numprobe::error (exit 2) naming the file or tensor: no release layout, a malformed
 // layout, an original tensor of another shape, NaN/Inf in the original.
 [[nodiscard]] release_scan_report run_release_scan(const release_scan_options& o);

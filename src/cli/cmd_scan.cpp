@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/core/bound.hpp"
+#include "probes/release_probe.hpp"
 #include "probes/scan_fnuz.hpp"
 #include "probes/scan_probe.hpp"
 #include "src/cli/case_options.hpp"
@@ -21,6 +23,8 @@ namespace {
 
 struct scan_flags {
   std::string checkpoint, format = "nvfp4", vs, filter, from, to, rank_by = "bulk", act_stats;
+  std::string against, layout;  // a released quantized checkpoint (probes/release_probe.hpp)
+  std::vector<std::string> bounds;
   report_flags out;  // --json, --csv, --md, --html, --junit
   bool all = false;
   std::size_t top = 20;
@@ -60,11 +64,34 @@ void setup_scan(CLI::App& app) {
                   ".input_sq_mean; examples/act_stats/): adds out_err and out_sqnr_db, and --rank-by output uses them");
   add_report_flags(sub, f->out, "write CSV (one row per tensor and format) to PATH");
   add_convention_flags(sub, f->conventions);
+  sub->add_option("--against", f->against,
+                  "CKPT is a quantized release: its error against this original bf16/f16/f32 checkpoint, and the "
+                  "conventions its codes match (tensors[].against)");
+  sub->add_option("--layout", f->layout,
+                  "CKPT is a quantized release in this layout (modelopt-nvfp4, ct-nvfp4, ct-mxfp4, ct-fp8, ct-int4, "
+                  "gptoss-mxfp4, deepseek-fp8, awq, gptq-v1, gptq-v2), overriding detection");
+  sub->add_option("--bound", f->bounds,
+                  "release gate on the worst tensor, e.g. sqnr_db>=20 or identify_unmatched<=0 (repeatable)");
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");
   sub->add_option("--to", f->to, "fp8 migration: target format (e4m3fnuz)");
   sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
                 "exit 0 even when input tensors hold NaN/Inf (they are still reported)");
   sub->callback([f] {
+    if (!f->against.empty() || !f->layout.empty() || probes::looks_like_release(f->checkpoint)) {
+      probes::release_scan_options o;
+      o.release = f->checkpoint;
+      o.against = f->against;
+      o.filter = f->filter;
+      if (!f->layout.empty()) o.layout = io::parse_release_layout(f->layout, "--layout");
+      for (const auto& b : f->bounds) o.bounds.push_back(parse_bound(b));
+      const auto r = probes::run_release_scan(o);
+      exit_status() = r.breaches.empty() ? 0 : 1;
+      result::check_result c;
+      probes::fill_result(r, c);
+      write_command_reports(f->out, "scan", 0, std::move(c), exit_status());
+      return;
+    }
+    if (!f->bounds.empty()) throw_input_error("--bound", "scan takes bounds for a quantized release only");
     if (!f->from.empty() || !f->to.empty()) {
       if (f->from != "e4m3fn" || f->to != "e4m3fnuz")
         throw_input_error("--from/--to", "supported migration: --from e4m3fn --to e4m3fnuz (got '" +

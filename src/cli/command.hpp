@@ -20,6 +20,7 @@ void setup_audit(CLI::App& app);
 void setup_kvcache(CLI::App& app);
 void setup_softmax(CLI::App& app);
 void setup_scan(CLI::App& app);
+void setup_convert(CLI::App& app);
 void setup_kl(CLI::App& app);
 void setup_run(CLI::App& app);
 void setup_merge(CLI::App& app);

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   cli::setup_kvcache(app);
   cli::setup_softmax(app);
   cli::setup_scan(app);
+  cli::setup_convert(app);
   cli::setup_kl(app);
   cli::setup_run(app);
   cli::setup_merge(app);

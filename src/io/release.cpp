@@ -179,7 +179,10 @@ release release::open(const fs::path& path, std::optional<release_layout> forced
                                    std::string(name(hits[0]->id)) + " and " +
                                    std::string(name(hits[1]->id)) + "; pass --layout");
     chosen = hits[0];
-    if (!chosen->names_match(r.m_files))
+    // GPTQ v2 differs from v1 in the meaning of its zeros only, which names cannot show: its
+    // reader's name check stays false (names alone mean v1), so the v1 names stand for both.
+    const auto* names = chosen->id == release_layout::m_gptq_v2 ? &reader_of(release_layout::m_gptq_v1) : chosen;
+    if (!names->names_match(r.m_files))
       throw_input_error(place, "quantization_config says " + std::string(name(chosen->id)) +
                                    " but no tensor is named as that layout names them");
     r.m_detected_by = config_from + " (" + what + ")";

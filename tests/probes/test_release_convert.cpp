@@ -1,0 +1,278 @@
+// scan RELEASE --against ORIGINAL and convert (issue 18 items 2 and 3), end to end: an original
+// f32 checkpoint, a ModelOpt NVFP4 release made from it here (formats::quantize's codes, packed
+// by the documented rule: two e2m1 per byte, low nibble first, e4m3 block scales, fp32 s_t), then
+// the release scanned, identified and converted, and the written checkpoints read back.
+// Expected errors are computed here from the codes the test itself packed, not by the probes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "numprobe/core/error.hpp"
+#include "numprobe/formats/conventions.hpp"
+#include "numprobe/formats/format.hpp"
+#include "numprobe/formats/scheme.hpp"
+#include "numprobe/io/release.hpp"
+#include "numprobe/io/safetensors.hpp"
+#include "probes/convert_probe.hpp"
+#include "probes/release_probe.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+namespace fs = std::filesystem;
+namespace nf = numprobe::formats;
+
+constexpr std::int64_t k_rows = 130, k_cols = 256;  // rows cross the 128-row blocks of fp8-block128
+
+struct fixture {
+  fs::path dir;
+  std::vector<std::vector<double>> weights;  // the original's two weights
+  std::vector<float> norm;
+};
+
+fs::path scratch(const std::string& name) {
+  const auto d = fs::temp_directory_path() / "numprobe_release_convert" / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Seeded weights with four outlier input channels (x 60) in the second.
+fixture make_original(const fs::path& dir) {
+  fixture f;
+  f.dir = dir;
+  std::mt19937_64 g(29);
+  std::normal_distribution<float> n(0.f, 0.02f);
+  std::vector<io::tensor_to_write> ts;
+  std::vector<std::vector<float>> keep;
+  for (int w = 0; w < 2; ++w) {
+    std::vector<float> v(static_cast<std::size_t>(k_rows * k_cols));
+    for (std::int64_t i = 0; i < k_rows * k_cols; ++i) {
+      v[static_cast<std::size_t>(i)] = n(g);
+      if (w == 1 && (i % k_cols) % 64 == 3) v[static_cast<std::size_t>(i)] *= 60.f;
+    }
+    f.weights.emplace_back(v.begin(), v.end());
+    keep.push_back(std::move(v));
+  }
+  {
+    // The tie weight: s_t = 13/16 (its amax 6 * 448 * 13/16), blocks of E2M1 midpoints times an
+    // e4m3 value times s_t, each with one element at 6 s.
+    const double st = 13.0 / 16.0, mids[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
+    std::uniform_int_distribution<int> pick(0, 6), m(0, 7), e(-8, 4), sign(0, 1);
+    std::vector<float> v(static_cast<std::size_t>(k_rows * k_cols));
+    double s = st;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i % 16 == 0) s = (1.0 + m(g) / 8.0) * std::ldexp(1.0, e(g)) * st;
+      v[i] = static_cast<float>((i % 16 == 7 ? 6.0 : mids[pick(g)]) * s * (sign(g) ? -1.0 : 1.0));
+    }
+    v[0] = static_cast<float>(6.0 * 448.0 * st);
+    f.weights.emplace_back(v.begin(), v.end());
+    keep.push_back(std::move(v));
+  }
+  f.norm.assign(k_cols, 1.0f);
+  for (auto& v : f.norm) v += n(g);
+  fs::create_directories(dir / "orig");
+  io::write_safetensors(dir / "orig" / "model.safetensors",
+                        {io::tensor_of("model.layers.0.mlp.up_proj.weight", {k_rows, k_cols}, keep[0]),
+                         io::tensor_of("model.layers.0.mlp.down_proj.weight", {k_rows, k_cols}, keep[1]),
+                         io::tensor_of("model.layers.0.mlp.ties.weight", {k_rows, k_cols}, keep[2]),
+                         io::tensor_of("model.norm.weight", {k_cols}, f.norm)});
+  return f;
+}
+
+// The release under `c`'s conventions: ModelOpt's tensors from formats::quantize.
+void make_release(const fixture& f, const nf::scheme_config& c, const fs::path& out) {
+  fs::create_directories(out);
+  std::vector<std::vector<std::uint8_t>> bytes;
+  std::vector<std::vector<float>> floats;
+  std::vector<io::tensor_to_write> ts;
+  const char* names[3] = {"model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj", "model.layers.0.mlp.ties"};
+  for (int w = 0; w < 3; ++w) {
+    const auto q = nf::quantize(c, f.weights[static_cast<std::size_t>(w)], k_rows, k_cols);
+    auto& packed = bytes.emplace_back();
+    for (std::size_t i = 0; i < q.codes.size(); i += 2)
+      packed.push_back(static_cast<std::uint8_t>((q.codes[i] & 0xF) | ((q.codes[i + 1] & 0xF) << 4)));
+    auto& scales = bytes.emplace_back();
+    for (const auto& b : q.blocks) scales.push_back(static_cast<std::uint8_t>(b.scale_code));
+    floats.push_back({static_cast<float>(q.tensor_scale)});
+  }
+  for (int w = 0; w < 3; ++w) {
+    const std::string p = names[w];
+    ts.push_back({p + ".weight", io::dtype::m_u8, {k_rows, k_cols / 2}, std::as_bytes(std::span(bytes[2 * w]))});
+    ts.push_back({p + ".weight_scale", io::dtype::m_e4m3fn, {k_rows, k_cols / 16}, std::as_bytes(std::span(bytes[2 * w + 1]))});
+    ts.push_back({p + ".weight_scale_2", io::dtype::m_f32, {}, std::as_bytes(std::span(floats[w]))});
+  }
+  ts.push_back(io::tensor_of("model.norm.weight", {k_cols}, f.norm));
+  io::write_safetensors(out / "model.safetensors", std::move(ts));
+  std::ofstream(out / "config.json") << nlohmann::json{{"model_type", "llama"},
+                                                       {"quantization_config", {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}}}}
+                                            .dump();
+}
+
+double sqnr_db(const std::vector<double>& ref, const std::vector<double>& v) {
+  double s = 0, e = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    s += ref[i] * ref[i];
+    e += (v[i] - ref[i]) * (v[i] - ref[i]);
+  }
+  return 10.0 * std::log10(s / e);
+}
+
+TEST(release_scan, against_the_original_measures_and_identifies_the_conventions) {
+  const auto dir = scratch("scan");
+  const auto f = make_original(dir);
+  const auto base = nf::find_scheme("nvfp4").defaults;
+  auto torchao = base;
+  nf::apply_convention_preset("torchao", torchao);
+  make_release(f, base, dir / "def");
+  make_release(f, torchao, dir / "tao");
+  EXPECT_TRUE(looks_like_release((dir / "def").string()));
+  EXPECT_FALSE(looks_like_release((dir / "orig" / "model.safetensors").string()));
+
+  release_scan_options o;
+  o.release = (dir / "def").string();
+  o.against = (dir / "orig" / "model.safetensors").string();
+  const auto r = run_release_scan(o);
+  EXPECT_EQ(r.layout, "modelopt-nvfp4");
+  ASSERT_EQ(r.tensors.size(), 3u);
+  EXPECT_EQ(r.passthrough, 1u);
+  for (const auto& t : r.tensors) {
+    ASSERT_TRUE(t.against.has_value()) << t.tensor.name;
+    const auto& a = *t.against;
+    const std::size_t w = t.tensor.name.find("up_proj") != std::string::npos   ? 0
+                          : t.tensor.name.find("down_proj") != std::string::npos ? 1
+                                                                                 : 2;
+    const auto q = nf::quantize(base, f.weights[w], k_rows, k_cols);
+    EXPECT_NEAR(a.sqnr_db, sqnr_db(f.weights[w], q.dequant), 1e-9) << t.tensor.name;  // same sums, same order
+    EXPECT_EQ(a.flushed, q.flushed) << t.tensor.name;
+    ASSERT_TRUE(a.identify.has_value());
+    ASSERT_GE(a.identify->match, 0) << t.tensor.name;
+    EXPECT_EQ(a.identify->candidates[static_cast<std::size_t>(a.identify->match)].config.conv, base.conv);
+    EXPECT_TRUE(a.tensor_scale_match);
+  }
+  // The outlier-channel weight: each of its 4 outlier channels sets its blocks' scale and
+  // flushes the neighbours, so it holds far more outlier flushes than the plain one.
+  const auto by_name = [&](const char* part) -> const release_tensor_report& {
+    for (const auto& x : r.tensors)
+      if (x.tensor.name.find(part) != std::string::npos) return x;
+    throw std::runtime_error(part);
+  };
+  const auto& down = by_name("down_proj");
+  const auto& up = by_name("up_proj");
+  EXPECT_GT(down.against->outlier_flushed, 2 * up.against->outlier_flushed);
+  const auto j = to_json(r);
+  EXPECT_EQ(j["tensors"][0]["layout"], "modelopt-nvfp4");
+  EXPECT_TRUE(j["tensors"][0]["against"]["identify"]["match"].is_object());
+
+  // A release made by torchao's rules: its conventions are among the matching candidates, and
+  // on the tie weight (E2M1 midpoints times exact block scales, where a division and a
+  // reciprocal multiply round apart) the definition does not match it.
+  o.release = (dir / "tao").string();
+  const auto t = run_release_scan(o);
+  ASSERT_EQ(t.tensors.size(), 3u);
+  for (const auto& x : t.tensors) {
+    const auto& cands = x.against->identify->candidates;
+    const bool torchao_matches = std::any_of(cands.begin(), cands.end(), [&](const auto& c) {
+      return c.config.conv == torchao.conv && c.matches();
+    });
+    EXPECT_TRUE(torchao_matches) << x.tensor.name;
+    if (x.tensor.name.find("ties") == std::string::npos) continue;
+    EXPECT_FALSE(cands[0].matches()) << "the definition must not match the tie weight's torchao codes";
+    EXPECT_GT(cands[0].code_mismatches, 0);
+  }
+
+  // Alone: the release's own statistics (histogram over all codes, scales in range).
+  release_scan_options alone;
+  alone.release = (dir / "def").string();
+  const auto s = run_release_scan(alone);
+  std::int64_t codes = 0;
+  for (const auto c : s.tensors[0].stats.code_histogram) codes += c;
+  EXPECT_EQ(codes, k_rows * k_cols);
+  EXPECT_GT(s.tensors[0].stats.scale_max, 0.0);
+  EXPECT_FALSE(s.tensors[0].against.has_value());
+  EXPECT_THROW((void)release_metric(s, "sqnr_db"), numprobe::error);  // needs --against
+}
+
+TEST(convert, nvfp4_release_to_mxfp4_and_fp8_writes_checkpoints_that_read_back) {
+  const auto dir = scratch("convert");
+  const auto f = make_original(dir);
+  const auto base = nf::find_scheme("nvfp4").defaults;
+  make_release(f, base, dir / "rel");
+  const auto rel = io::release::open(dir / "rel");
+
+  for (const char* to : {"mxfp4", "fp8-block128", "fp8-channel"}) {
+    convert_options o;
+    o.release = (dir / "rel").string();
+    o.against = (dir / "orig" / "model.safetensors").string();
+    o.target_name = to;
+    o.target = nf::find_scheme(to).defaults;
+    o.write = (dir / (std::string("out-") + to)).string();
+    o.shard_bytes = 20000;  // several shards from this small release
+    const auto r = run_convert(o);
+    ASSERT_EQ(r.tensors.size(), 3u);
+    EXPECT_GT(r.files.size(), 3u) << to;  // shards + index + config
+    // Read back through the release readers: the codes are formats::quantize's of the
+    // release's values, and the added error is the one reported.
+    const auto back = io::release::open(o.write);
+    ASSERT_EQ(back.tensors().size(), 3u) << to;
+    EXPECT_EQ(back.passthrough().size(), 1u) << to;
+    for (const auto& t : back.tensors()) {
+      const io::release_tensor* src = nullptr;
+      for (const auto& x : rel.tensors())
+        if (x.name == t.name) src = &x;
+      ASSERT_NE(src, nullptr) << t.name;
+      const auto sv = rel.decode_rows(*src, 0, src->rows).values;
+      const auto want = nf::quantize(o.target, sv, k_rows, k_cols);
+      const auto got = back.decode_rows(t, 0, t.rows);
+      EXPECT_EQ(got.codes, want.codes) << to << " " << t.name;
+      EXPECT_EQ(got.values, want.dequant) << to << " " << t.name;
+      for (const auto& rt : r.tensors)
+        if (rt.name == t.name) EXPECT_NEAR(rt.added.sqnr_db, sqnr_db(sv, want.dequant), 1e-9) << to;
+    }
+  }
+}
+
+TEST(convert, refuses_unsafe_targets_and_layouts_by_name) {
+  const auto dir = scratch("refuse");
+  const auto f = make_original(dir);
+  make_release(f, nf::find_scheme("nvfp4").defaults, dir / "rel");
+  convert_options o;
+  o.release = (dir / "rel").string();
+  o.target_name = "fp8-block128";
+  o.target = nf::find_scheme("fp8-block128").defaults;
+  o.write = (dir / "rel").string();  // the release's own folder
+  EXPECT_THROW((void)run_convert(o), numprobe::error);
+  fs::create_directories(dir / "busy");
+  std::ofstream(dir / "busy" / "x") << "x";
+  o.write = (dir / "busy").string();
+  EXPECT_THROW((void)run_convert(o), numprobe::error);
+  // e4m3fnuz (MI300) has no public layout: bf16 only, and the report without --write.
+  o.target.element = nf::format_id::m_e4m3fnuz;
+  o.write = (dir / "fnuz").string();
+  try {
+    (void)run_convert(o);
+    ADD_FAILURE() << "no error";
+  } catch (const numprobe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("--write-layout"), std::string::npos) << e.what();
+  }
+  o.write_layout = "bf16";
+  const auto r = run_convert(o);
+  const auto back = io::checkpoint::open(dir / "fnuz" / "model.safetensors.index.json");
+  EXPECT_EQ(back.tensors().size(), 4u);  // three weights in bf16, the norm as stored
+  o.write.clear();
+  o.write_layout.clear();
+  const auto report = run_convert(o);
+  EXPECT_EQ(report.tensors.size(), 3u);
+  EXPECT_GT(report.tensors[0].added.sqnr_db, 10.0);  // e4m3 blocks hold NVFP4's values closely
+  (void)r;
+}
+
+}  // namespace
+}  // namespace numprobe::probes
