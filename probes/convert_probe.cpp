@@ -23,6 +23,8 @@
 #include <regex>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/core/result_gates.hpp"
+#include "probes/name_filter.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/checkpoint.hpp"
 #include "numprobe/io/safetensors.hpp"
@@ -210,17 +212,10 @@ convert_report run_convert(const convert_options& o) {
   r.passthrough = rel.passthrough().size();
   std::optional<io::checkpoint> orig;
   if (!o.against.empty()) orig = io::checkpoint::open(o.against);
-  std::optional<std::regex> filter;
-  if (!o.filter.empty()) {
-    try {
-      filter.emplace(o.filter);
-    } catch (const std::regex_error& e) {
-      throw_input_error("--filter", fmt::format("not a regular expression: {}", e.what()));
-    }
-  }
+  const std::regex filter = name_filter(o.filter);
   std::vector<const io::release_tensor*> todo;
   for (const auto& t : rel.tensors())
-    if (!filter || std::regex_search(t.name, *filter)) todo.push_back(&t);
+    if (std::regex_search(t.name, filter)) todo.push_back(&t);
   if (todo.empty()) throw_input_error(o.filter.empty() ? o.release : "--filter", "no quantized tensor to convert");
   const bool writing = !o.write.empty();
   if (writing) r.write_layout = choose_write_layout(o.write_layout, o.target, o.target_name);
@@ -462,12 +457,7 @@ void fill_result(const convert_report& r, result::check_result& out) {
                        r.files.size(), static_cast<double>(r.bytes_written) / (1 << 20)));
   for (const auto& b : r.options.bounds) {
     const double m = convert_metric(r, b.metric);
-    result::gate g;
-    g.bound = b.text();
-    g.metric = b.metric;
-    g.measured = m;
-    g.held = b.holds(m);
-    g.basis = b.basis;
+    auto g = result::evaluate_gate(b, m, "");
     if (!g.held) out.outcome = result::status::m_fail;
     out.gates.push_back(std::move(g));
   }

@@ -12,6 +12,8 @@
 #include <regex>
 
 #include "numprobe/core/error.hpp"
+#include "numprobe/core/result_gates.hpp"
+#include "probes/name_filter.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
 #include "numprobe/io/checkpoint.hpp"
@@ -215,6 +217,8 @@ bool looks_like_release(const std::string& path) {
   }
   if (fs::exists(dir / "hf_quant_config.json", ec) || fs::exists(dir / "quantize_config.json", ec)) return true;
   if (fs::is_directory(p, ec)) return true;  // a folder is only read as a release
+  const auto ext = p.extension().string();
+  if (ext != ".safetensors" && ext != ".json") return false;  // one .npy tensor: never a release
   const auto ck = io::checkpoint::open(p);
   const char* suffixes[] = {".weight_scale", ".weight_packed", ".qweight", ".qzeros", ".weight_scale_inv",
                             ".weight_global_scale", ".weight_scale_2", "_blocks"};
@@ -234,16 +238,9 @@ release_scan_report run_release_scan(const release_scan_options& o) {
   r.passthrough = rel.passthrough().size();
   std::optional<io::checkpoint> orig;
   if (!o.against.empty()) orig = io::checkpoint::open(o.against);
-  std::optional<std::regex> filter;
-  if (!o.filter.empty()) {
-    try {
-      filter.emplace(o.filter);
-    } catch (const std::regex_error& e) {
-      throw_input_error("--filter", fmt::format("not a regular expression: {}", e.what()));
-    }
-  }
+  const std::regex filter = name_filter(o.filter);
   for (const auto& t : rel.tensors()) {
-    if (filter && !std::regex_search(t.name, *filter)) continue;
+    if (!std::regex_search(t.name, filter)) continue;
     release_tensor_report rep;
     rep.tensor = t;
     scan_tensor(rel, orig ? &*orig : nullptr, o, rep, r.missing_in_original);
@@ -382,12 +379,7 @@ void fill_result(const release_scan_report& r, result::check_result& out) {
   v.add_table(std::move(tab));
   for (const auto& b : r.options.bounds) {
     const double m = release_metric(r, b.metric);
-    result::gate g;
-    g.bound = b.text();
-    g.metric = b.metric;
-    g.measured = m;
-    g.held = b.holds(m);
-    g.basis = b.basis;
+    auto g = result::evaluate_gate(b, m, "");
     if (!g.held) out.outcome = result::status::m_fail;
     out.gates.push_back(std::move(g));
   }

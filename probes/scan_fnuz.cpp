@@ -11,6 +11,7 @@
 #include <set>
 
 #include "numprobe/core/error.hpp"
+#include "probes/name_filter.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/checkpoint.hpp"
 
@@ -62,12 +63,7 @@ fnuz_code_map map_e4m3fn_code(std::uint8_t code) {
 
 fnuz_report run_fnuz_migration(const std::string& checkpoint, const std::string& filter) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::regex re;
-  try {
-    re = std::regex(filter.empty() ? std::string(".*") : filter, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw_input_error("--filter", "bad regular expression '" + filter + "': " + e.what());
-  }
+  const std::regex re = name_filter(filter);
   std::array<fnuz_code_map, 256> maps;
   for (int c = 0; c < 256; ++c) maps[static_cast<std::size_t>(c)] = map_e4m3fn_code(static_cast<std::uint8_t>(c));
 

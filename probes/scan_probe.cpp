@@ -15,6 +15,7 @@
 #include <set>
 
 #include "numprobe/core/error.hpp"
+#include "probes/name_filter.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
 #include "numprobe/io/checkpoint.hpp"
 #include "numprobe/io/load_tensor.hpp"
@@ -314,12 +315,7 @@ scan_report run_scan(const scan_options& o) {
   rep.options.progress = nullptr;
   if (o.schemes.empty()) throw_input_error("--format", "no format/scheme given");
   for (const auto& s : o.schemes) (void)formats::find_scheme(s, "--format/--vs");
-  std::regex filter;
-  try {
-    filter = std::regex(o.filter.empty() ? std::string(".*") : o.filter, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw_input_error("--filter", "bad regular expression '" + o.filter + "': " + e.what());
-  }
+  const std::regex filter = name_filter(o.filter);
 
   // A single .npy file scans as a one-tensor checkpoint named after the file, streamed from
   // its memory map the same way.
