@@ -207,7 +207,7 @@ TEST(convert, nvfp4_release_to_mxfp4_and_fp8_writes_checkpoints_that_read_back) 
   make_release(f, base, dir / "rel");
   const auto rel = io::release::open(dir / "rel");
 
-  for (const char* to : {"mxfp4", "fp8-block128", "fp8-channel"}) {
+  for (const char* to : {"nvfp4", "mxfp4", "fp8-block128", "fp8-channel"}) {
     convert_options o;
     o.release = (dir / "rel").string();
     o.against = (dir / "orig" / "model.safetensors").string();
@@ -233,10 +233,41 @@ TEST(convert, nvfp4_release_to_mxfp4_and_fp8_writes_checkpoints_that_read_back) 
       const auto got = back.decode_rows(t, 0, t.rows);
       EXPECT_EQ(got.codes, want.codes) << to << " " << t.name;
       EXPECT_EQ(got.values, want.dequant) << to << " " << t.name;
+      // Same sums in the same order; NVFP4 -> NVFP4 re-quantizes the release to itself here
+      // (every error 0: both sides +inf).
+      const double want_db = sqnr_db(sv, want.dequant);
       for (const auto& rt : r.tensors)
-        if (rt.name == t.name) EXPECT_NEAR(rt.added.sqnr_db, sqnr_db(sv, want.dequant), 1e-9) << to;
+        if (rt.name == t.name) {
+          if (std::isinf(want_db)) EXPECT_EQ(rt.added.sqnr_db, want_db) << to;
+          else EXPECT_NEAR(rt.added.sqnr_db, want_db, 1e-9) << to;
+        }
     }
   }
+}
+
+// --write-layout bf16: the converted values rounded to bf16 (RNE), read back as stored.
+TEST(convert, bf16_write_holds_the_converted_values_rounded_to_bf16) {
+  const auto dir = scratch("bf16");
+  const auto f = make_original(dir);
+  make_release(f, nf::find_scheme("nvfp4").defaults, dir / "rel");
+  const auto rel = io::release::open(dir / "rel");
+  convert_options o;
+  o.release = (dir / "rel").string();
+  o.target_name = "mxfp4";
+  o.target = nf::find_scheme("mxfp4").defaults;
+  o.write = (dir / "out").string();
+  o.write_layout = "bf16";
+  (void)run_convert(o);
+  const auto back = io::checkpoint::open(dir / "out" / "model.safetensors.index.json");
+  for (const auto& t : rel.tensors()) {
+    const auto want = nf::quantize(o.target, rel.decode_rows(t, 0, t.rows).values, k_rows, k_cols);
+    const auto got = back.get(t.name).to_doubles();
+    ASSERT_EQ(got.size(), want.dequant.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], nf::round_to(nf::format_id::m_bf16, want.dequant[i])) << t.name << " #" << i;
+  }
+  EXPECT_EQ(back.get("model.norm.weight").to_doubles(), io::checkpoint::open(dir / "rel" / "model.safetensors")
+                                                            .get("model.norm.weight").to_doubles());
 }
 
 TEST(convert, refuses_unsafe_targets_and_layouts_by_name) {
