@@ -44,6 +44,10 @@ void add_stats(const io::release_tensor& t, const io::release_slab& s, release_s
   st.elements += static_cast<std::int64_t>(s.codes.size());
   for (const double v : s.values) st.nonfinite += std::isfinite(v) ? 0 : 1;
   const auto sf = t.scheme.scale_format;
+  // Saturated: the stored scale at the scale format's largest value, where a larger amax than
+  // the scale can express would have been clipped. NVFP4's s_t = amax / (6 * 448) puts the block
+  // holding the tensor's amax there by definition, so an NVFP4 count above the blocks sharing
+  // that amax marks capped scales.
   const double smax = nf::info(sf).max_finite;
   for (std::size_t b = 0; b < s.scales.size(); ++b) {
     const double v = s.scales[b];
@@ -364,7 +368,9 @@ void fill_result(const release_scan_report& r, result::check_result& out) {
       if (a.identify) {
         const auto& c = a.identify->candidates;
         if (a.identify->match >= 0) {
+          const auto n = std::count_if(c.begin(), c.end(), [](const auto& k) { return k.matches(); });
           id = c[static_cast<std::size_t>(a.identify->match)].text;
+          if (n > 1) id = fmt::format("{} of {} match (the data does not separate them), e.g. {}", n, c.size(), id);
         } else {
           std::int64_t best = std::numeric_limits<std::int64_t>::max();
           for (const auto& k : c) best = std::min(best, k.code_mismatches + k.scale_mismatches);

@@ -2,8 +2,8 @@
 // `numprobe scan RELEASE [--against ORIGINAL]` (issue 18 item 2): a released quantized checkpoint
 // (numprobe/io/release.hpp) read to exact values, tensor by tensor in row slabs.
 // - Alone: the release's own statistics per tensor: the code histogram, the range of its block
-//   scales, e4m3 block scales that are subnormal, saturated blocks (a code at the element's
-//   largest magnitude), all-zero blocks.
+//   scales, e4m3 block scales that are subnormal, saturated blocks (the stored scale at the scale
+//   format's largest value), blocks whose scale is 0.
 // - With ORIGINAL (a bf16/f16/f32 checkpoint with the same base names): the release's error
 //   against it, as the scan measures a candidate format: SQNR, relative RMS, flushed elements
 //   (finite non-zero originals that decode to 0), clipped elements (|original| beyond the
@@ -41,7 +41,7 @@ struct release_stats {
   double scale_min = 0.0, scale_max = 0.0;   // over non-zero stored scales
   std::int64_t zero_scale_blocks = 0;        // stored scale 0: the block decodes to 0
   std::int64_t subnormal_scale_blocks = 0;   // e4m3 block scales below 2^-6
-  std::int64_t saturated_blocks = 0;         // a code at the element's largest magnitude
+  std::int64_t saturated_blocks = 0;         // stored scale at the scale format's largest value
   std::int64_t nonfinite = 0;                // decoded values that are NaN or inf
 };
 
