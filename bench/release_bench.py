@@ -38,7 +38,7 @@ except ImportError:
 def write_release(d, gib, rows, cols, rng):
     os.makedirs(d, exist_ok=True)
     per = rows * cols // 2 + rows * cols // 16 + 4
-    n = max(1, int(gib * (1 << 30) // per))
+    n = max(1, -(-int(gib * (1 << 30)) // per))  # at least gib
     header = {}
     at = 0
     names = []
