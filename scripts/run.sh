@@ -3,19 +3,57 @@
 # (no files, no GPU): `numprobe run`, the built-in acceptance scenario (attention, drift and
 # quantization checks with their bounds; reports in out/default/), then a drift curve of a
 # healthy emulated flash kernel next to one with a real bug class injected.
+#   scripts/run.sh [--cuda] [--hip]
+# Only what this job needs: the CLI's packages (scripts/setup.sh, no test tools) and the
+# numprobe target (no tests, no benchmarks) in build-run/, so the test build in build/ is never
+# reconfigured. The GPU kernels are compiled when a GPU is present (nvidia-smi -L, /dev/nvidia0;
+# /dev/kfd for HIP) or when asked: --cuda / --hip, or NUMPROBE_ENABLE_CUDA / NUMPROBE_ENABLE_HIP
+# = ON|OFF|AUTO (cmake/numprobe_gpu.cmake's AUTO alone compiles them whenever nvcc or hipcc is
+# installed, GPU or not: minutes of nvcc a CPU-only first run has no use for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+cuda=OFF hip=OFF
+if nvidia-smi -L >/dev/null 2>&1 || [ -e /dev/nvidia0 ]; then cuda=AUTO; fi
+if [ -e /dev/kfd ]; then hip=AUTO; fi
+for a in "$@"; do
+  case "$a" in
+    --cuda) cuda=ON ;;
+    --hip) hip=ON ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument '$a' (expected --cuda, --hip)" >&2; exit 2 ;;
+  esac
+done
+cuda=${NUMPROBE_ENABLE_CUDA:-$cuda}
+hip=${NUMPROBE_ENABLE_HIP:-$hip}
+build=${RUN_BUILD_DIR:-build-run}
+
+build_cli() {
+  BUILD_DIR=$build BUILD_TARGET=numprobe scripts/build.sh -DNUMPROBE_BUILD_TESTS=OFF \
+    -DNUMPROBE_BUILD_BENCH=OFF -DNUMPROBE_ENABLE_CUDA="$cuda" -DNUMPROBE_ENABLE_HIP="$hip" "$@"
+}
+
 scripts/setup.sh
-scripts/build.sh
+echo "run: building the numprobe target into $build/ (CUDA $cuda, HIP $hip)"
+# A unity build: most of a file-by-file build is each file re-parsing the same heavy headers
+# (nlohmann/json, fmt, Eigen, CLI11). Only this build uses it, so a file that cannot share a
+# unity file with its neighbours (two file-local helpers of one name) would not be caught by
+# the tests: then build file by file. NUMPROBE_RUN_UNITY=OFF builds file by file from the start.
+if [ "${NUMPROBE_RUN_UNITY:-ON}" != ON ]; then
+  build_cli -DCMAKE_UNITY_BUILD=OFF
+elif ! build_cli -DCMAKE_UNITY_BUILD=ON; then
+  echo "run: the unity build failed (above); building file by file"
+  build_cli -DCMAKE_UNITY_BUILD=OFF
+fi
 echo
 echo "== numprobe run   (the embedded default scenario; reports in out/default/)"
-./build/numprobe run --out out/default
+"./$build/numprobe" run --out out/default
 echo
 echo "== healthy kernel: numprobe drift --backend emu --dist rescale-stress --seq 64..8192"
-./build/numprobe drift --backend emu --dist rescale-stress --seq 64..8192 --bound 'ratio_to_naive<=2'
+"./$build/numprobe" drift --backend emu --dist rescale-stress --seq 64..8192 --bound 'ratio_to_naive<=2'
 echo
 echo "== broken kernel: the same sweep with --inject skip-rescale"
 rc=0
-./build/numprobe drift --backend emu --dist rescale-stress --seq 64..8192 --bound 'ratio_to_naive<=2' \
+"./$build/numprobe" drift --backend emu --dist rescale-stress --seq 64..8192 --bound 'ratio_to_naive<=2' \
   --inject skip-rescale || rc=$?
 echo "(exit $rc: 1 means the bound is breached, as it should be for this kernel)"

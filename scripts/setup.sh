@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
-# Installs numprobe's dependencies from Debian packages and PyPI. Idempotent: packages already
-# present are skipped, so a second run is quick. Needs root (or sudo) for apt.
+# Installs numprobe's dependencies from Debian packages (and PyPI for --test). Idempotent:
+# packages already present are skipped, so a second run is quick. Needs root (or sudo) for apt.
+#   scripts/setup.sh          what scripts/run.sh needs to build the numprobe CLI: a compiler,
+#                             cmake, ninja and the declared -dev header packages
+#   scripts/setup.sh --test   that, plus what only the tests and CI use (scripts/test.sh)
 set -euo pipefail
 
-debs=(cmake ninja-build g++ git pkg-config python3 python3-pip
-      libcli11-dev libeigen3-dev libboost-dev libfmt-dev googletest libgtest-dev
-      libtomlplusplus-dev nlohmann-json3-dev
-      clang libomp-dev  # CI's sanitizer + libFuzzer build (clang's OpenMP is libomp)
-      chromium)  # headless render test of the HTML report (tests/reports)
-# HIP toolchain (compile-only here: no AMD GPU) for the one-source GPU kernels.
-if [ "${NUMPROBE_WITH_HIP:-1}" = 1 ]; then
-  debs+=(hipcc libamdhip64-dev rocm-device-libs)
+with_tests=0
+case "${1:-}" in
+  "") ;;
+  --test) with_tests=1 ;;
+  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "setup.sh: unknown argument '$1' (expected --test or nothing)" >&2; exit 2 ;;
+esac
+
+# The CLI: cmake/numprobe_dependencies.cmake's packages; python3 stages the per-layer include
+# directories (cmake/numprobe_layers.cmake). g++ brings OpenMP (libgomp).
+debs=(cmake ninja-build g++ python3
+      libcli11-dev libeigen3-dev libboost-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev)
+if [ "$with_tests" = 1 ]; then
+  debs+=(git pkg-config python3-pip
+         googletest libgtest-dev  # the test binaries
+         clang libomp-dev  # CI's sanitizer + libFuzzer build (clang's OpenMP is libomp)
+         chromium)  # headless render test of the HTML report (tests/reports)
+  # HIP toolchain (compile-only here: no AMD GPU) for the one-source GPU kernels.
+  if [ "${NUMPROBE_WITH_HIP:-1}" = 1 ]; then
+    debs+=(hipcc libamdhip64-dev rocm-device-libs)
+  fi
 fi
 
 missing=()
@@ -26,9 +42,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python peers for the oracle tests only (the product is C++).
-if ! python3 -c 'import numpy, ml_dtypes' 2>/dev/null; then
+if [ "$with_tests" = 1 ] && ! python3 -c 'import numpy, ml_dtypes' 2>/dev/null; then
   echo "setup: installing numpy ml_dtypes"
   python3 -m pip install -q numpy ml_dtypes 2>/dev/null ||
     python3 -m pip install -q --break-system-packages numpy ml_dtypes
 fi
-echo "setup: dependencies ready"
+echo "setup: dependencies ready$([ "$with_tests" = 1 ] && echo ' (with the test tools)')"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One command: install, build, and pass the tests (CPU only; GPU tests skip without a device).
+# Everything is built into ${BUILD_DIR:-build}: the tests, the benchmarks, and the CUDA and HIP
+# kernels whenever their compilers are installed (AUTO: compiled and checked without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test
 scripts/build.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
