@@ -86,7 +86,8 @@ class Report:
 
 
 def _num(v):
-    return float("nan") if v is None else v
+    """A JSON number of the probe's documents: null or a string ("inf", "nan") when not finite."""
+    return float("nan") if v is None else float(v)
 
 
 def _case_from(case, kw):

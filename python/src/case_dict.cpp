@@ -1,5 +1,7 @@
 #include "python/src/case_dict.hpp"
 
+#include <nanobind/stl/string.h>
+
 #include <string>
 
 #include "numprobe/base/error.hpp"

@@ -2,8 +2,9 @@
 
 Baseline: the reference output rounded once to bf16 is the best any bf16 kernel can return
 (one rounding of the exact value); the naive baseline rounds at least as often (S, P and O), so
-ratio_to_naive <= 1 up to sampling noise and the bound 2 holds. A perturbation of 5% on one
-row is ~40x a bf16 rounding (u = 2^-9 ~ 0.2%), so its bound must fail, at that row."""
+ratio_to_naive <= 1 up to sampling noise and the bound 2 holds. A 50% error on one (row, head)
+of the 520 adds a relative RMS of about 0.5 / sqrt(520) ~ 2.2%, over 5x the naive baseline's
+(a few bf16 roundings, u = 2^-9 ~ 0.2%), so the bound must fail, with that row the worst."""
 import numpy as np
 import pytest
 
@@ -35,7 +36,7 @@ def test_rounded_reference_passes(rounded_reference):
 def test_perturbed_row_fails_with_report(rounded_reference):
     q, k, v, o, _ = rounded_reference
     bad = o.copy()
-    bad[100, 1] *= 1.05  # query 100 sits in query tile 1 (Bq = 64)
+    bad[100, 1] *= 1.5  # query 100 sits in query tile 1 (Bq = 64)
     with pytest.raises(AssertionError) as e:
         assert_attention_close(bad, q, k, v, case=CASE, tile=(64, 64))
     msg = str(e.value)
