@@ -47,4 +47,6 @@ if [ "$with_tests" = 1 ] && ! python3 -c 'import numpy, ml_dtypes' 2>/dev/null; 
   python3 -m pip install -q numpy ml_dtypes 2>/dev/null ||
     python3 -m pip install -q --break-system-packages numpy ml_dtypes
 fi
+# The Python package's build and test tools (nanobind, scikit-build-core, pytest).
+if [ "$with_tests" = 1 ]; then "$(dirname "$0")/python_setup.sh"; fi
 echo "setup: dependencies ready$([ "$with_tests" = 1 ] && echo ' (with the test tools)')"
