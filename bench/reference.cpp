@@ -3,9 +3,11 @@
 // S = T = 8192, Hq = 8, Hkv = 2, D = 128. FLOPs count the two GEMM-shaped products only,
 // 4 * D per visible (row, head, key); causal counts visible keys only.
 #include <Eigen/Dense>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fmt/format.h>
 #include <string>
 
@@ -39,11 +41,38 @@ double gemm_gflops(std::int64_t n) {
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / s * 1e-9;
 }
 
+constexpr const char* k_usage =
+    "usage: bench_reference [SEQ]\n"
+    "  Reference attention throughput at T = S = SEQ (default 8192), Hq = 8, Hkv = 2, D = 128,\n"
+    "  unmasked and causal, against this machine's double GEMM rate measured in the same run.\n";
+
+// SEQ from the command line: a whole number >= 1, all of the argument (std::stoll would throw
+// on "--help" and take "12x" as 12).
+std::int64_t parse_seq(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || v < 1) return -1;
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace numprobe;
-  const std::int64_t seq = argc > 1 ? std::stoll(argv[1]) : 8192;
+  std::int64_t seq = 8192;
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::fputs(k_usage, stdout);
+    return 0;
+  }
+  if (argc > 2) {
+    std::fprintf(stderr, "bench_reference: one argument (SEQ) expected, got %d; see --help\n", argc - 1);
+    return 2;
+  }
+  if (argc == 2 && (seq = parse_seq(argv[1])) < 0) {
+    std::fprintf(stderr, "bench_reference: SEQ must be a whole number >= 1, got '%s'; see --help\n", argv[1]);
+    return 2;
+  }
   const double gemm = gemm_gflops(2048);
   fmt::print("eigen double GEMM 2048^3: {:.1f} GFLOP/s (threads: {})\n", gemm, Eigen::nbThreads());
 

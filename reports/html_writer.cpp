@@ -1,5 +1,6 @@
 // One self-contained HTML file: inline CSS, inline SVG, and a few lines of inline script that
 // check the plots rendered (they count the drawn marks). Nothing is fetched from the network.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "reports/gate_text.hpp"
@@ -19,7 +20,7 @@ code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#f6f6f6;padding:
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-weight:600;font-size:12px}
 .PASS{background:#2ca02c}.FAIL{background:#d62728}.ERROR{background:#9467bd}
 .banner{padding:8px 12px;border-radius:6px;background:#fff3cd;border:1px solid #e0c36a;margin:12px 0}
-.meta td:first-child{color:#666}svg.plot{display:block;margin:6px 0 14px;max-width:100%;height:auto}
+.meta td:first-child{color:#666}.meta .kv-rows td{color:#222}.kv,.kv-rows{margin:0}svg.plot{display:block;margin:6px 0 14px;max-width:100%;height:auto}
 svg .tick{font-size:11px;fill:#555}svg .label{font-size:12px;fill:#333}svg .legend{font-size:11px;fill:#333}
 svg .boundlabel{font-size:11px;fill:#d62728}.msg{color:#444;margin:4px 0}.held-no{color:#d62728;font-weight:600}
 pre.notes{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#f8f8f8;padding:6px 10px;border-radius:4px;overflow-x:auto}
@@ -50,9 +51,68 @@ void write_table(std::ostream& out, const result::table& t) {
   out << "</table>\n";
 }
 
-std::string json_text(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key)) return "";
-  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+// Envelope metadata (machine, devices, seeds) as tables a reader scans, not JSON text: an
+// object is one key/value row per leaf, nested objects flattened to dotted keys; an array of
+// objects is a table with one row per element; an array of scalars is a comma list.
+void flatten(const nlohmann::json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, const nlohmann::json*>>& leaves) {
+  for (const auto& [k, v] : j.items()) {
+    const std::string key = prefix.empty() ? k : prefix + "." + k;
+    if (v.is_object() && !v.empty()) flatten(v, key, leaves);
+    else leaves.emplace_back(key, &v);
+  }
+}
+
+void write_value(std::ostream& out, const nlohmann::json& j);
+
+void write_object_array(std::ostream& out, const nlohmann::json& a) {
+  std::vector<std::vector<std::pair<std::string, const nlohmann::json*>>> rows(a.size());
+  std::vector<std::string> columns;  // union of the flattened keys, in order of first appearance
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].is_object()) flatten(a[i], "", rows[i]);
+    else rows[i].emplace_back("value", &a[i]);
+    for (const auto& [k, v] : rows[i])
+      if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
+  }
+  out << "<table class=\"kv-rows\"><tr>";
+  for (const auto& c : columns) out << "<th>" << esc(c) << "</th>";
+  out << "</tr>\n";
+  for (const auto& row : rows) {
+    out << "<tr>";
+    for (const auto& c : columns) {
+      out << "<td>";
+      const auto it = std::find_if(row.begin(), row.end(), [&c](const auto& kv) { return kv.first == c; });
+      if (it != row.end()) write_value(out, *it->second);
+      out << "</td>";
+    }
+    out << "</tr>\n";
+  }
+  out << "</table>";
+}
+
+void write_value(std::ostream& out, const nlohmann::json& j) {
+  if (j.is_string()) {
+    out << esc(j.get<std::string>());
+  } else if (j.is_object()) {
+    std::vector<std::pair<std::string, const nlohmann::json*>> leaves;
+    flatten(j, "", leaves);
+    out << "<table class=\"kv\">";
+    for (const auto& [k, v] : leaves) {
+      out << "<tr><td>" << esc(k) << "</td><td>";
+      write_value(out, *v);
+      out << "</td></tr>";
+    }
+    out << "</table>";
+  } else if (j.is_array() && std::any_of(j.begin(), j.end(), [](const auto& e) { return e.is_structured(); })) {
+    write_object_array(out, j);
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      if (i) out << ", ";
+      write_value(out, j[i]);
+    }
+  } else if (!j.empty()) {  // number, boolean (null and {} print nothing)
+    out << esc(j.dump());
+  }
 }
 
 }  // namespace
@@ -74,7 +134,12 @@ void html_writer::do_write(const result::run_result& r, std::ostream& out) const
                        r.checks.size(), r.checks_planned);
   out << "<table class=\"meta\">\n";
   for (const char* k : {"version", "git_revision", "machine", "devices", "seeds", "command"})
-    if (r.envelope.contains(k)) out << "<tr><td>" << k << "</td><td><code>" << esc(json_text(r.envelope, k)) << "</code></td></tr>\n";
+    if (r.envelope.contains(k)) {
+      const auto& v = r.envelope[k];
+      out << "<tr><td>" << k << "</td><td>" << (v.is_structured() ? "" : "<code>");
+      write_value(out, v);
+      out << (v.is_structured() ? "" : "</code>") << "</td></tr>\n";
+    }
   out << "</table>\n";
 
   out << "<table><tr><th>status</th><th>check</th><th>bounds (measured)</th><th>backend</th><th>case</th></tr>\n";

@@ -28,23 +28,10 @@ cuda=${NUMPROBE_ENABLE_CUDA:-$cuda}
 hip=${NUMPROBE_ENABLE_HIP:-$hip}
 build=${RUN_BUILD_DIR:-build-run}
 
-build_cli() {
-  BUILD_DIR=$build BUILD_TARGET=numprobe scripts/build.sh -DNUMPROBE_BUILD_TESTS=OFF \
-    -DNUMPROBE_BUILD_BENCH=OFF -DNUMPROBE_ENABLE_CUDA="$cuda" -DNUMPROBE_ENABLE_HIP="$hip" "$@"
-}
-
 scripts/setup.sh
 echo "run: building the numprobe target into $build/ (CUDA $cuda, HIP $hip)"
-# A unity build: most of a file-by-file build is each file re-parsing the same heavy headers
-# (nlohmann/json, fmt, Eigen, CLI11). Only this build uses it, so a file that cannot share a
-# unity file with its neighbours (two file-local helpers of one name) would not be caught by
-# the tests: then build file by file. NUMPROBE_RUN_UNITY=OFF builds file by file from the start.
-if [ "${NUMPROBE_RUN_UNITY:-ON}" != ON ]; then
-  build_cli -DCMAKE_UNITY_BUILD=OFF
-elif ! build_cli -DCMAKE_UNITY_BUILD=ON; then
-  echo "run: the unity build failed (above); building file by file"
-  build_cli -DCMAKE_UNITY_BUILD=OFF
-fi
+BUILD_DIR=$build BUILD_TARGET=numprobe scripts/build.sh -DNUMPROBE_BUILD_TESTS=OFF \
+  -DNUMPROBE_BUILD_BENCH=OFF -DNUMPROBE_ENABLE_CUDA="$cuda" -DNUMPROBE_ENABLE_HIP="$hip"
 echo
 echo "== numprobe run   (the embedded default scenario; reports in out/default/)"
 "./$build/numprobe" run --out out/default

@@ -158,6 +158,34 @@ TEST(html_report, is_self_contained) {
   EXPECT_NE(html.find("bisect trace"), std::string::npos);
 }
 
+// The machine, devices and seeds rows are tables of their values, never JSON text: nested
+// objects become dotted keys, an array of objects one row per element.
+TEST(html_report, envelope_metadata_as_tables_not_json) {
+  auto rr = sample();
+  rr.envelope["machine"] = {{"host", "h<1>"}, {"os", "Linux"}, {"cpu", {{"model", "Xeon"}, {"cores", 2}}}};
+  rr.envelope["devices"] = {{{"backend", "emu"}, {"description", "CPU emulation"}},
+                            {{"backend", "cuda"}, {"properties", {{"sm", 90}, {"name", "H200"}}}, {"ids", {0, 1}}}};
+  rr.envelope["seeds"] = {{"inputs", 7}, {"per_check", {{"drift", 11}}}};
+  const auto html = rep::html_writer().render(rr);
+  const auto begin = html.find("<table class=\"meta\">");
+  const auto end = html.find("<th>status</th>");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  const auto meta = html.substr(begin, end - begin);
+  for (const char* json_mark : {"{", "}", "[", "]", "&quot;", "\":"})
+    EXPECT_EQ(meta.find(json_mark), std::string::npos) << json_mark << " in\n" << meta;
+  for (const char* cell : {"<td>host</td><td>h&lt;1&gt;</td>", "<td>cpu.model</td><td>Xeon</td>",
+                           "<td>cpu.cores</td><td>2</td>", "<td>inputs</td><td>7</td>",
+                           "<td>per_check.drift</td><td>11</td>",
+                           // devices: columns are the union of the elements' flattened keys
+                           // (nlohmann::json keeps an object's keys sorted)
+                           "<th>backend</th><th>description</th><th>ids</th><th>properties.name</th><th>properties.sm</th>",
+                           "<tr><td>emu</td><td>CPU emulation</td><td></td><td></td><td></td></tr>",
+                           "<tr><td>cuda</td><td></td><td>0, 1</td><td>H200</td><td>90</td></tr>"})
+    EXPECT_NE(meta.find(cell), std::string::npos) << cell << " not in\n" << meta;
+  EXPECT_NE(meta.find("<td>version</td><td><code>0.1.0</code></td>"), std::string::npos) << meta;
+}
+
 TEST(html_report, renders_in_headless_chromium_with_points) {
   if (chromium_binary().empty()) GTEST_SKIP() << "chromium is not installed";
   const auto dir = temp_dir();
