@@ -220,7 +220,14 @@ bool looks_like_release(const std::string& path) {
     if (j.is_object() && j.contains("quantization_config")) return true;
   }
   if (fs::exists(dir / "hf_quant_config.json", ec) || fs::exists(dir / "quantize_config.json", ec)) return true;
-  if (fs::is_directory(p, ec)) return true;  // a folder is only read as a release
+  if (fs::is_directory(p, ec)) {
+    // A folder is read as a release when it holds a checkpoint; otherwise the scan names it.
+    for (const auto& e : fs::directory_iterator(p, ec)) {
+      const auto name = e.path().filename().string();
+      if (name.ends_with(".safetensors") || name.ends_with(".index.json")) return true;
+    }
+    return false;
+  }
   const auto ext = p.extension().string();
   if (ext != ".safetensors" && ext != ".json") return false;  // one .npy tensor: never a release
   const auto ck = io::checkpoint::open(p);
