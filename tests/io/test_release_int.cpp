@@ -87,7 +87,8 @@ struct writer {
   }
   std::filesystem::path write(const std::filesystem::path& dir, const json& qc = nullptr) {
     const auto p = dir / "model.safetensors";
-    tensors.push_back(tensor_of("model.norm.weight", {4}, std::vector<float>{1, 2, 3, 4}));
+    // Through add(): tensor_of over a temporary vector would leave a dangling span.
+    add("model.norm.weight", io::dtype::m_f32, {4}, std::vector<float>{1, 2, 3, 4});
     write_safetensors(p, tensors);
     if (!qc.is_null()) {
       std::ofstream(dir / "config.json") << json{{"quantization_config", qc}}.dump();
