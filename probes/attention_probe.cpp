@@ -102,8 +102,9 @@ std::string nonfinite_report::summary() const {
   add(inf, "Inf in O");
   add(lse_nan, "NaN in LSE");
   add(lse_inf, "Inf in LSE");
-  std::string line = fmt::format("{} (rows: {} fully masked, {} window edge, {} ordinary)", what,
+  std::string line = fmt::format("{} (rows: {} fully masked, {} window edge, {} ordinary", what,
                                  rows_fully_masked, rows_window_edge, rows_ordinary);
+  line += rows_unsampled > 0 ? fmt::format(", {} outside the sampled rows)", rows_unsampled) : ")";
   if (!first.empty()) {
     const auto& f = first.front();
     line += fmt::format(", first at row {} head {} (batch {}, query {}, keys [{}, {}), {})", f.row,
@@ -181,6 +182,11 @@ attention_point run_attention_point(attention_provider& provider, const attentio
   p.seconds_naive = seconds_since(t0);
 
   p.kernel = metrics::compare_attention(cand, ref, c.dtype);
+  // Non-finite values outside the sampled rows (kernels that compute every row) count too.
+  p.kernel.nan_count += cand.outside.o_nan;
+  p.kernel.inf_count += cand.outside.o_inf;
+  p.kernel.lse_nan_count += cand.outside.lse_nan;
+  p.kernel.lse_inf_count += cand.outside.lse_inf;
   p.naive = metrics::compare_attention(naive, ref, c.dtype);
   if (ref_exact) p.end_to_end = metrics::compare_attention(cand, *ref_exact, c.dtype);
   // A kernel exactly as good as the reference against a naive baseline that is exact too
@@ -189,6 +195,7 @@ attention_point run_attention_point(attention_provider& provider, const attentio
   else p.ratio_to_naive = p.kernel.rel_rms > 0 ? std::numeric_limits<double>::infinity() : 1.0;
 
   p.nonfinite = make_nonfinite_report(p.kernel, c);
+  p.nonfinite.rows_unsampled = cand.outside.rows;
   for (std::size_t idx : metrics::worst_rows(p.kernel, opts.worst)) {
     const auto& e = p.kernel.per_row[idx];
     worst_row w;
@@ -244,6 +251,7 @@ nlohmann::json to_json(const nonfinite_report& r) {
            {{"fully_masked", r.rows_fully_masked},
             {"window_edge", r.rows_window_edge},
             {"ordinary", r.rows_ordinary}}},
+          {"rows_unsampled", r.rows_unsampled},
           {"first", first}};
 }
 

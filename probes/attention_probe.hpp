@@ -61,6 +61,9 @@ struct nonfinite_report {
   std::int64_t lse_nan = 0, lse_inf = 0;     // (row, head) LSE values
   // Distinct offending flat rows by kind (a row counts once, whatever its heads).
   std::int64_t rows_fully_masked = 0, rows_window_edge = 0, rows_ordinary = 0;
+  // Rows outside the sampled ones that hold some (kernels that compute every row report them;
+  // the counts above include their values, the row kinds and `first` cover sampled rows only).
+  std::int64_t rows_unsampled = 0;
   std::vector<nonfinite_row> first;          // the first offending (row, head), output order
   [[nodiscard]] std::int64_t total() const { return nan + inf + lse_nan + lse_inf; }
   // One line: "12 NaN in O (rows: 3 fully masked, 0 window edge, 0 ordinary), first at row 0

@@ -39,5 +39,6 @@ void bind_reference(nb::module_& m);
 void bind_quant(nb::module_& m);
 void bind_attention(nb::module_& m);
 void bind_kl(nb::module_& m);
+void bind_probes(nb::module_& m);
 
 }  // namespace numprobe::python

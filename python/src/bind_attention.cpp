@@ -19,6 +19,7 @@
 #include "probes/attention_probe.hpp"
 #include "probes/drift_probe.hpp"
 #include "python/src/arrays.hpp"
+#include "python/src/candidate_rows.hpp"
 #include "python/src/case_dict.hpp"
 
 namespace numprobe::python {
@@ -55,19 +56,7 @@ class given_candidate final : public attention_provider {
   std::string name() const override { return "python"; }
   tile_shape tiles() const override { return m_tiles; }
   attention_output run(const attention_inputs& in, std::span<const std::int64_t> rows) override {
-    const auto& c = in.c();
-    attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, c.head_dim);
-    const std::size_t row_o = u(c.heads * c.head_dim);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const std::size_t r = u(rows[i]);
-      std::copy_n(m_o.begin() + static_cast<std::ptrdiff_t>(r * row_o), row_o,
-                  out.o.begin() + static_cast<std::ptrdiff_t>(i * row_o));
-      if (m_lse)
-        std::copy_n(m_lse->begin() + static_cast<std::ptrdiff_t>(r * u(c.heads)), u(c.heads),
-                    out.lse.begin() + static_cast<std::ptrdiff_t>(i * u(c.heads)));
-    }
-    out.lse_known = m_lse.has_value();
-    return out;
+    return candidate_rows(m_o, m_lse, in.c(), rows);
   }
 
  private:

@@ -1,5 +1,6 @@
 // numprobe.reference: the double reference (relative error <= 1e-12, proved against
 // multiprecision in tests/reference) and the same-precision naive baselines.
+#include <chrono>
 #include <numeric>
 
 #include <nanobind/stl/string.h>
@@ -39,8 +40,24 @@ out_pair attention(const in_array& q, const in_array& k, const in_array& v, cons
   const attention_case c = case_from_dict(fields);
   check_sizes(c, q, k, v);
   const auto rows = all_rows(c);
+  attention_output out;
+  {
+    nb::gil_scoped_release unlocked;
+    out = reference::attention(c, view(q), rows, view(k), view(v));
+  }
+  return outputs(std::move(out), c);  // NumPy arrays are made with the GIL held
+}
+
+// Seconds of the reference call alone, as attention() makes it (bench/python_bindings.py: the
+// bindings' overhead is numprobe.reference.attention's wall time against this).
+double time_attention(const in_array& q, const in_array& k, const in_array& v, const nb::dict& fields) {
+  const attention_case c = case_from_dict(fields);
+  check_sizes(c, q, k, v);
+  const auto rows = all_rows(c);
   nb::gil_scoped_release unlocked;
-  return outputs(reference::attention(c, view(q), rows, view(k), view(v)), c);
+  const auto t0 = std::chrono::steady_clock::now();
+  const attention_output out = reference::attention(c, view(q), rows, view(k), view(v));
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // The naive baseline needs inputs in the case dtype: attention_inputs rounds them (identity
@@ -49,9 +66,13 @@ out_pair naive_attention(const in_array& q, const in_array& k, const in_array& v
   const attention_case c = case_from_dict(fields);
   check_sizes(c, q, k, v);
   const auto rows = all_rows(c);
-  nb::gil_scoped_release unlocked;
-  const attention_inputs in(c, copy(q), copy(k), copy(v));
-  return outputs(reference::attention_naive(c, in.q_all(), rows, in.k(), in.v()), c);
+  attention_output out;
+  {
+    nb::gil_scoped_release unlocked;
+    const attention_inputs in(c, copy(q), copy(k), copy(v));
+    out = reference::attention_naive(c, in.q_all(), rows, in.k(), in.v());
+  }
+  return outputs(std::move(out), c);
 }
 
 // Rows of logits [rows, vocab], -inf = masked: (p, log p, lse) in double.
@@ -79,6 +100,7 @@ softmax(const in_array& logits, std::int64_t rows, std::int64_t vocab, double so
 
 void bind_reference(nb::module_& m) {
   m.def("reference_attention", &attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("case"));
+  m.def("_time_reference_attention", &time_attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("case"));
   m.def("naive_attention", &naive_attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("case"));
   m.def("reference_softmax", &softmax, nb::arg("x"), nb::arg("rows"), nb::arg("vocab"), nb::arg("softcap"),
         nb::arg("temperature"));

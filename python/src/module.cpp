@@ -37,4 +37,5 @@ NB_MODULE(_core, m) {
   numprobe::python::bind_quant(m);
   numprobe::python::bind_attention(m);
   numprobe::python::bind_kl(m);
+  numprobe::python::bind_probes(m);
 }

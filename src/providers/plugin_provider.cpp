@@ -318,6 +318,8 @@ class plugin_provider final : public attention_provider {
       if (want_lse)
         for (std::size_t h = 0; h < hq; ++h) out.lse[i * hq + h] = lsef[r * hq + h];
     }
+    count_unreturned_nonfinite(out, c.batch * c.t(), [&](std::size_t i) { return oh.at(i); },
+                               [&](std::size_t i) { return lsef[i]; });
     return out;
   }
 
