@@ -23,11 +23,12 @@ namespace {
 using token_array = nb::ndarray<const std::int64_t, nb::c_contig, nb::device::cpu>;
 
 std::string kl(const in_array& base, const in_array& cand, std::int64_t rows, std::int64_t vocab, int topk,
-               std::size_t worst, std::optional<token_array> tokens) {
+               std::size_t worst, std::optional<token_array> tokens, std::int64_t positions, std::int64_t seq_len) {
   if (rows <= 0 || vocab <= 0 || base.size() != u(rows * vocab)) throw_input_error("base", "expected a non-empty [N, V] array");
   if (cand.size() != base.size()) throw_input_error("cand", "shape differs from base");
   if (tokens && tokens->size() != u(rows)) throw_input_error("tokens", fmt::format("expected {} token ids", rows));
   if (topk <= 0 || topk > vocab) throw_input_error("topk", fmt::format("must be in [1, {}]", vocab));
+  probes::check_position_flags(positions, seq_len, rows);
   std::vector<metrics::kl_row> out(u(rows));
   std::int64_t first_bad = -1;
   {
@@ -58,6 +59,9 @@ std::string kl(const in_array& base, const in_array& cand, std::int64_t rows, st
   r.options.worst = worst;
   r.base_dtype = r.cand_dtype = "f64";
   r.summary = metrics::summarize(out, vocab, topk, tokens.has_value(), worst);
+  r.options.positions = positions;
+  r.options.seq_len = seq_len;
+  if (positions > 0) r.positions = probes::kl_by_position(out, positions, seq_len);
   return probes::to_json(r).dump();
 }
 
@@ -65,7 +69,7 @@ std::string kl(const in_array& base, const in_array& cand, std::int64_t rows, st
 
 void bind_kl(nb::module_& m) {
   m.def("kl", &kl, nb::arg("base"), nb::arg("cand"), nb::arg("rows"), nb::arg("vocab"), nb::arg("topk"),
-        nb::arg("worst"), nb::arg("tokens").none());
+        nb::arg("worst"), nb::arg("tokens").none(), nb::arg("positions") = 0, nb::arg("seq_len") = 0);
 }
 
 }  // namespace numprobe::python

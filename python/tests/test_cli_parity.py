@@ -68,3 +68,20 @@ def test_kl_matches_cli(cli, tmp_path):
         assert mine["kld"][key] == point["kld"][key], key
     assert mine["top1_agreement"] == point["top1_agreement"]
     assert mine["delta_p"]["rms"] == point["delta_p"]["rms"]
+
+
+def test_kl_by_position_matches_cli(cli, tmp_path):
+    # Two sequences of 100 positions whose candidate error grows with the position: the bins
+    # and the growth fit must be the CLI's (`kl --positions 10 --seq-len 100`), value for value.
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((2, 100, 300)).astype(np.float32) * 3
+    growth = (1 + np.arange(100, dtype=np.float32) / 25)[None, :, None]
+    cand = (base + 0.02 * growth * rng.standard_normal(base.shape)).astype(np.float32)
+    np.save(tmp_path / "b.npy", base.reshape(200, 300))
+    np.save(tmp_path / "c.npy", cand.reshape(200, 300))
+    doc = json.loads(cli("kl", tmp_path / "b.npy", tmp_path / "c.npy", "--positions", 10, "--seq-len", 100,
+                         "--json", "-").stdout)
+    point = doc["points"][0] if "points" in doc else doc
+    mine = numprobe.kl(base, cand, positions=10)  # seq_len from the [batch, seq, V] shape
+    assert mine["positions"] == point["positions"]
+    assert mine["positions"]["fit"]["grows"] is True
