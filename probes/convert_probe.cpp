@@ -29,6 +29,7 @@
 #include "numprobe/io/checkpoint.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "probes/convert_write.hpp"
+#include "src/formats/rne_block_quantizer.hpp"
 #include "src/io/atomic_write.hpp"
 
 namespace numprobe::probes {
@@ -73,8 +74,19 @@ bool tensor_scaled(const nf::scheme_config& c) {
   return c.kind == nf::scheme_kind::m_nvfp4 || c.kind == nf::scheme_kind::m_tensor;
 }
 
+// One converted slab: what formats::quantize() stores for it (codes one byte per element: every
+// target layout's element is at most 8 bits; the sentinel row's blocks dropped).
+struct slab_codes {
+  std::vector<std::uint8_t> codes;
+  std::vector<double> dequant;
+  std::vector<nf::block_stats> blocks;
+};
+
 // One converted weight being written: its slabs quantized in order, with what each output part
-// needs kept.
+// needs kept. Schemes the RNE block quantizer covers (src/formats/rne_block_quantizer.hpp) are
+// coded by it: the same codes, scales and dequantized values as quantize() (checked bit for bit
+// by tests/formats/test_rne_block_codes.cpp), without quantize()'s per-element reference codec.
+// Others take quantize() itself.
 class converter {
  public:
   converter(const io::release& rel, const io::release_tensor& t, const nf::scheme_config& c,
@@ -91,28 +103,47 @@ class converter {
       row[0] = m_amax;
       m_tensor_scale = nf::quantize(c, row, 1, t.cols).tensor_scale;
     }
+    if (nf::detail::rne_block_quantizer::covers(c)) {
+      m_fast.emplace(c);
+      // quantize() on the whole tensor derives s_t (or the `tensor` kind's scale) from its amax.
+      if (tensor_scaled(c)) m_fast->set_tensor_amax(m_amax);
+    }
   }
 
-  // Quantizes rows [r0, r1); returns the converted slab (the sentinel row's blocks dropped).
-  nf::quant_result slab(std::int64_t r0, std::int64_t r1, std::vector<double>& values) {
+  // Quantizes rows [r0, r1) into `q`, their decoded release values into `values`.
+  void slab(std::int64_t r0, std::int64_t r1, std::vector<double>& values, slab_codes& q) {
     auto s = m_rel.decode_rows(m_t, r0, r1);
     values = std::move(s.values);
     const std::size_t n = values.size();
+    const auto g = nf::grid_of(m_c, r1 - r0, m_t.cols);
+    if (m_fast) {
+      q.codes.resize(n);
+      q.dequant.resize(n);
+      q.blocks.resize(static_cast<std::size_t>(g.count()));
+      const auto gc = static_cast<std::size_t>(g.grid_cols);
+      for (std::int64_t br = 0; br < g.grid_rows; ++br) {
+        const std::int64_t b0 = br * g.block_rows;
+        m_fast->code_strip(values.data(), nf::detail::element_storage::m_f64, m_t.cols, b0,
+                           std::min(g.block_rows, (r1 - r0) - b0), g.block_cols,
+                           std::span(q.blocks).subspan(static_cast<std::size_t>(br) * gc, gc), q.codes.data(),
+                           q.dequant.data());
+      }
+      return;
+    }
+    // quantize() over the slab; a tensor-scaled scheme sees the tensor's amax in a sentinel row.
     const bool sentinel = tensor_scaled(m_c) && !(r0 == 0 && r1 == m_t.rows);
     std::vector<double> buf = values;
     if (sentinel) {
       buf.resize(n + static_cast<std::size_t>(m_t.cols), 0.0);
       buf[n] = m_amax;
     }
-    auto q = nf::quantize(m_c, buf, (r1 - r0) + (sentinel ? 1 : 0), m_t.cols);
-    if (sentinel) {
-      q.codes.resize(n);
-      q.dequant.resize(n);
-      const auto g = nf::grid_of(m_c, r1 - r0, m_t.cols);
-      q.blocks.resize(static_cast<std::size_t>(g.count()));
-      q.grid = g;
-    }
-    return q;
+    auto full = nf::quantize(m_c, buf, (r1 - r0) + (sentinel ? 1 : 0), m_t.cols);
+    q.codes.resize(n);
+    for (std::size_t i = 0; i < n; ++i) q.codes[i] = static_cast<std::uint8_t>(full.codes[i] & 0xFF);
+    full.dequant.resize(n);
+    q.dequant = std::move(full.dequant);
+    full.blocks.resize(static_cast<std::size_t>(g.count()));
+    q.blocks = std::move(full.blocks);
   }
 
   // Pass over every slab: errors, and the bytes of each output part via `emit`.
@@ -120,9 +151,10 @@ class converter {
   void run(Emit&& emit, convert_tensor_report& rep) {
     err_sums added, rel_orig, conv_orig;
     std::vector<double> values, x;
+    slab_codes q;
     for (std::int64_t r0 = 0; r0 < m_t.rows; r0 += m_step) {
       const std::int64_t r1 = std::min(m_t.rows, r0 + m_step);
-      const auto q = slab(r0, r1, values);
+      slab(r0, r1, values, q);
       added.add(values, q.dequant.data());
       if (m_orig) {
         x.resize(values.size());
@@ -148,9 +180,10 @@ class converter {
   const io::tensor_view* m_orig;
   std::int64_t m_step;
   double m_amax = 0.0, m_tensor_scale = 1.0;
+  std::optional<nf::detail::rne_block_quantizer> m_fast;
 };
 
-void append_codes(const nf::quant_result& q, bool nibbles, std::vector<std::byte>& out) {
+void append_codes(const slab_codes& q, bool nibbles, std::vector<std::byte>& out) {
   if (!nibbles) {
     for (const auto c : q.codes) out.push_back(static_cast<std::byte>(c & 0xFF));
     return;
@@ -241,7 +274,7 @@ convert_report run_convert(const convert_options& o) {
   if (!writing) {
     for (std::size_t i = 0; i < todo.size(); ++i) {
       converter cv(rel, *todo[i], o.target, originals[i] ? &*originals[i] : nullptr);
-      cv.run([](const nf::quant_result&) {}, r.tensors[i]);
+      cv.run([](const slab_codes&) {}, r.tensors[i]);
     }
   } else {
     const fs::path out(o.write);
@@ -314,7 +347,7 @@ convert_report run_convert(const convert_options& o) {
           case out_part::m_scale_values: {
             // F32 scales precede the 8-bit codes in the file: a pass of their own.
             convert_tensor_report scratch;
-            st.cv->run([&](const nf::quant_result& q) {
+            st.cv->run([&](const slab_codes& q) {
               for (const auto& b : q.blocks) append_pod(static_cast<float>(b.scale), buf);
             }, scratch);
             put(buf);
@@ -322,7 +355,7 @@ convert_report run_convert(const convert_options& o) {
           }
           case out_part::m_codes:
           case out_part::m_bf16: {
-            st.cv->run([&](const nf::quant_result& q) {
+            st.cv->run([&](const slab_codes& q) {
               buf.clear();
               if (p.out.part == out_part::m_bf16) {
                 for (const double v : q.dequant) append_pod(bf16_bits(v), buf);

@@ -87,10 +87,24 @@ class rne_block_quantizer {
              std::int64_t nrows, std::int64_t block_cols, std::span<block_stats> blocks,
              Errors& errors, strip_summary* summary = nullptr) const;
 
+  // Codes the block row as strip() does and writes what quantize() stores per element: codes[i]
+  // (the element format's bit pattern, one byte: fp4/fp6/int4 codes in the low bits) and
+  // dequant[i], flat indices in `data`'s frame, with every entry of `blocks` filled. For
+  // `convert --write`, which needs the codes that strip() never makes.
+  // rne_block_quantizer_codes.cpp; tests/formats/test_rne_block_codes.cpp checks codes, scales
+  // and dequantized values against quantize() bit for bit.
+  void code_strip(const void* data, element_storage in, std::int64_t cols, std::int64_t row0,
+                  std::int64_t nrows, std::int64_t block_cols, std::span<block_stats> blocks,
+                  std::uint8_t* codes, double* dequant) const;
+
   // The dequantized value of a finite element x of block b (as quantize() would store it).
   [[nodiscard]] double dequant(double x, const block_stats& b) const;
 
  private:
+  template <class S>
+  void code_strip_typed(const S& src, std::int64_t cols, std::int64_t row0, std::int64_t nrows,
+                        std::int64_t block_cols, std::span<block_stats> blocks, std::uint8_t* codes,
+                        double* dequant) const;
   template <class S, class Errors>
   void strip_typed(const S& src, std::int64_t cols, std::int64_t row0, std::int64_t nrows,
                    std::int64_t block_cols, std::span<block_stats> blocks, Errors& errors,
