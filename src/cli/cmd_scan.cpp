@@ -68,8 +68,8 @@ void setup_scan(CLI::App& app) {
                   "CKPT is a quantized release: its error against this original bf16/f16/f32 checkpoint, and the "
                   "conventions its codes match (tensors[].against)");
   sub->add_option("--layout", f->layout,
-                  "CKPT is a quantized release in this layout (modelopt-nvfp4, ct-nvfp4, ct-mxfp4, ct-fp8, ct-int4, "
-                  "gptoss-mxfp4, deepseek-fp8, awq, gptq-v1, gptq-v2), overriding detection");
+                  "CKPT is a quantized release in this layout (modelopt-nvfp4, ct-nvfp4, ct-mxfp4, ct-fp8, "
+                  "modelopt-fp8, ct-int4, gptoss-mxfp4, deepseek-fp8, awq, gptq-v1, gptq-v2), overriding detection");
   sub->add_option("--bound", f->bounds,
                   "release gate on the worst tensor, e.g. sqnr_db>=20 or identify_unmatched<=0 (repeatable)");
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");

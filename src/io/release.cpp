@@ -22,11 +22,12 @@ struct layout_name {
   std::string_view name;
 };
 
-constexpr std::array<layout_name, 10> k_names{{
+constexpr std::array<layout_name, 11> k_names{{
     {release_layout::m_modelopt_nvfp4, "modelopt-nvfp4"},
     {release_layout::m_ct_nvfp4, "ct-nvfp4"},
     {release_layout::m_ct_mxfp4, "ct-mxfp4"},
     {release_layout::m_ct_fp8, "ct-fp8"},
+    {release_layout::m_modelopt_fp8, "modelopt-fp8"},
     {release_layout::m_ct_int4, "ct-int4"},
     {release_layout::m_gptoss_mxfp4, "gptoss-mxfp4"},
     {release_layout::m_deepseek_fp8, "deepseek-fp8"},
@@ -179,9 +180,12 @@ release release::open(const fs::path& path, std::optional<release_layout> forced
                                    std::string(name(hits[0]->id)) + " and " +
                                    std::string(name(hits[1]->id)) + "; pass --layout");
     chosen = hits[0];
-    // GPTQ v2 differs from v1 in the meaning of its zeros only, which names cannot show: its
-    // reader's name check stays false (names alone mean v1), so the v1 names stand for both.
-    const auto* names = chosen->id == release_layout::m_gptq_v2 ? &reader_of(release_layout::m_gptq_v1) : chosen;
+    // GPTQ v2 differs from v1 in the meaning of its zeros only, and ModelOpt FP8 from
+    // compressed-tensors float-quantized in its config only, which names cannot show: their
+    // readers' name checks stay false (names alone mean v1, ct-fp8), so those names stand for both.
+    const auto* names = chosen->id == release_layout::m_gptq_v2        ? &reader_of(release_layout::m_gptq_v1)
+                        : chosen->id == release_layout::m_modelopt_fp8 ? &reader_of(release_layout::m_ct_fp8)
+                                                                        : chosen;
     if (!names->names_match(r.m_files))
       throw_input_error(place, "quantization_config says " + std::string(name(chosen->id)) +
                                    " but no tensor is named as that layout names them");

@@ -1,9 +1,10 @@
 // The fp8 layouts of released checkpoints (release_layouts.hpp): compressed-tensors
-// float-quantized and DeepSeek-V3. Each rule is cited in docs/checkpoints.md.
+// float-quantized, ModelOpt FP8 and DeepSeek-V3. Each rule is cited in docs/checkpoints.md.
 //
 // One decoder serves both: e4m3fn with a scale per Br x Bc tile (per tensor and per channel are
 // the tiles rows x cols and 1 x cols).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -20,6 +21,24 @@ bool ct_fp8_config(const json& qc) { return ct_format(qc) == "float-quantized"; 
 bool deepseek_config(const json& qc) {
   return str_at(qc, "quant_method") == "fp8" && qc.contains("weight_block_size");
 }
+
+// ModelOpt's FP8 algorithms, from hf_quant_config.json's quantization.quant_algo or
+// config.json's quantization_config (quant_method modelopt): the weight scale's strategy.
+std::string modelopt_fp8_strategy(const json& qc) {
+  std::string algo;
+  if (str_at(qc, "quant_method") == "modelopt") algo = str_at(qc, "quant_algo");
+  else if (qc.contains("quantization") && qc["quantization"].is_object())
+    algo = str_at(qc["quantization"], "quant_algo");
+  std::transform(algo.begin(), algo.end(), algo.begin(), [](unsigned char ch) { return std::toupper(ch); });
+  if (algo == "FP8") return "tensor";
+  if (algo == "FP8_PER_CHANNEL_PER_TOKEN") return "channel";
+  if (algo == "FP8_PB_WO") return "block";
+  return "";
+}
+bool modelopt_fp8_config(const json& qc) { return !modelopt_fp8_strategy(qc).empty(); }
+// Names alone cannot tell ModelOpt FP8 from compressed-tensors float-quantized (weight e4m3fn
+// plus weight_scale, dequant = code * scale in both): without a config they read as ct-fp8.
+bool modelopt_fp8_names(const checkpoint&) { return false; }
 
 bool ct_fp8_names(const checkpoint& ck) {
   return has_pair(ck, ".weight", dtype::m_e4m3fn, ".weight_scale");
@@ -125,7 +144,7 @@ std::string ct_strategy(const json& qc, std::int64_t& br, std::int64_t& bc) {
 }
 
 // One float-quantized weight: the strategy from the config, else from the scale's shape.
-release_tensor ct_fp8_tensor(const entry& w, const entry& s, const std::string& config_strategy,
+release_tensor ct_fp8_tensor(release_layout l, const entry& w, const entry& s, const std::string& config_strategy,
                              std::int64_t cbr, std::int64_t cbc) {
   const auto rows = w.shape[0];
   const std::uint64_t n = checked_element_count(s.shape, s.name);
@@ -136,17 +155,17 @@ release_tensor ct_fp8_tensor(const entry& w, const entry& s, const std::string& 
   if (st == "tensor") {
     if (n != 1)
       throw_input_error(s.name, "shape " + shape_text(s.shape) + ", strategy tensor has one scale");
-    t = fp8_tensor(release_layout::m_ct_fp8, w, s, std::max<std::int64_t>(rows, 1),
+    t = fp8_tensor(l, w, s, std::max<std::int64_t>(rows, 1),
                    std::max<std::int64_t>(w.shape[1], 1), "fp8-tensor");
   } else if (st == "channel") {
     if (s.shape != std::vector<std::uint64_t>{rows, 1} && s.shape != std::vector<std::uint64_t>{rows})
       expect_shape(s, {rows, 1}, "strategy channel: one scale per output row");
-    t = fp8_tensor(release_layout::m_ct_fp8, w, s, 1, std::max<std::int64_t>(w.shape[1], 1),
+    t = fp8_tensor(l, w, s, 1, std::max<std::int64_t>(w.shape[1], 1),
                    "fp8-channel");
   } else {
     expect_shape(s, tile_grid(w, cbr, cbc), "strategy block " + std::to_string(cbr) + "x" +
                                                 std::to_string(cbc));
-    t = fp8_tensor(release_layout::m_ct_fp8, w, s, cbr, cbc,
+    t = fp8_tensor(l, w, s, cbr, cbc,
                    cbr == 128 && cbc == 128 ? "fp8-block128" : "block2d");
   }
   t.record["strategy"] = st;
@@ -159,7 +178,18 @@ void group_ct_fp8(const checkpoint& ck, const json& qc, std::vector<release_tens
   const std::string config_strategy = ct_strategy(qc, cbr, cbc);
   group_fp8(ck, "_scale", "float-quantized stores weight_scale", out, passthrough,
             [&](const entry& w, const entry& s) {
-              return ct_fp8_tensor(w, s, config_strategy, cbr, cbc);
+              return ct_fp8_tensor(release_layout::m_ct_fp8, w, s, config_strategy, cbr, cbc);
+            });
+}
+
+// ModelOpt FP8: the strategy from the algorithm (FP8_PB_WO's blocks are 128 x 128), else (a
+// forced --layout without a config) from the scale's shape.
+void group_modelopt_fp8(const checkpoint& ck, const json& qc, std::vector<release_tensor>& out,
+                        std::vector<std::string>& passthrough) {
+  const std::string strategy = qc.is_null() ? "" : modelopt_fp8_strategy(qc);
+  group_fp8(ck, "_scale", "ModelOpt FP8 stores weight_scale", out, passthrough,
+            [&](const entry& w, const entry& s) {
+              return ct_fp8_tensor(release_layout::m_modelopt_fp8, w, s, strategy, 128, 128);
             });
 }
 
@@ -214,6 +244,8 @@ release_slab decode_fp8(const checkpoint& ck, const release_tensor& t, std::int6
 void add_fp8_layouts(std::vector<layout_reader>& out) {
   out.push_back({release_layout::m_ct_fp8, ct_fp8_config, ct_fp8_names, group_ct_fp8, decode_fp8});
   out.push_back({release_layout::m_deepseek_fp8, deepseek_config, deepseek_names, group_deepseek,
+                 decode_fp8});
+  out.push_back({release_layout::m_modelopt_fp8, modelopt_fp8_config, modelopt_fp8_names, group_modelopt_fp8,
                  decode_fp8});
 }
 

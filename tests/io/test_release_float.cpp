@@ -339,6 +339,56 @@ TEST_F(release_float, ct_fp8_per_tensor_channel_and_block_from_config_or_shape) 
   }
 }
 
+TEST_F(release_float, modelopt_fp8_strategy_from_quant_algo) {
+  // ModelOpt's hf_quant_config.json names the algorithm; the tensors are those of ct-fp8
+  // (weight F8_E4M3, weight_scale F32, dequant = code * scale), 70 x 300 so that 128-blocks
+  // leave partial tiles in both directions ([1, 3] scales; FP8_PB_WO's blocks are 128 x 128).
+  struct form {
+    const char* algo;
+    shape_t scale_shape;
+    std::int64_t br, bc;
+    const char* scheme;
+  };
+  const std::vector<form> forms = {
+      {"FP8", {}, 70, 300, "fp8-tensor"},
+      {"FP8_PER_CHANNEL_PER_TOKEN", {70, 1}, 1, 300, "fp8-channel"},
+      {"fp8_pb_wo", {1, 3}, 128, 128, "fp8-block128"},  // ModelOpt may spell it in lower case
+  };
+  for (const auto& f : forms) {
+    const std::size_t ns = f.scale_shape.empty() ? 1 : f.scale_shape[0] * f.scale_shape[1];
+    const fp8_case c(23, 70, 300, ns);
+    builder b;
+    b.bytes("model.layers.0.self_attn.q_proj.weight", dtype::m_e4m3fn, {70, 300}, c.w);
+    b.f32("model.layers.0.self_attn.q_proj.weight_scale", f.scale_shape, c.s);
+    b.f32("model.layers.0.self_attn.q_proj.input_scale", {}, {0.5f});
+    b.write(dir);
+    std::ofstream(dir / "hf_quant_config.json")
+        << json{{"producer", {{"name", "modelopt"}}}, {"quantization", {{"quant_algo", f.algo}}}}.dump();
+    const auto r = release::open(dir);
+    EXPECT_EQ(r.layout(), release_layout::m_modelopt_fp8) << f.algo;
+    EXPECT_EQ(r.detected_by(), std::string("hf_quant_config.json (quant_algo=") + f.algo + ")");
+    const auto& t = only(r);
+    EXPECT_EQ(t.scheme_name, f.scheme) << f.algo;
+    const auto s = r.decode_rows(t, 0, t.rows);
+    const std::int64_t gc = (300 + f.bc - 1) / f.bc;
+    for (std::int64_t i = 0; i < 70 * 300; ++i)
+      ASSERT_EQ(s.values[i], e4m3(c.w[i]) * c.s[(i / 300 / f.br) * gc + (i % 300) / f.bc]) << f.algo;
+    // Without the config the same tensors read as compressed-tensors float-quantized.
+    std::filesystem::remove(dir / "hf_quant_config.json");
+    EXPECT_EQ(release::open(dir).layout(), release_layout::m_ct_fp8) << f.algo;
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  // A per-tensor algorithm with a per-channel scale is malformed: exit 2 naming the scale.
+  const fp8_case c(24, 8, 32, 8);
+  builder b;
+  b.bytes("m.weight", dtype::m_e4m3fn, {8, 32}, c.w);
+  b.f32("m.weight_scale", {8, 1}, c.s);
+  b.write(dir);
+  std::ofstream(dir / "hf_quant_config.json") << R"({"quantization": {"quant_algo": "FP8"}})";
+  expect_input_error([&] { (void)release::open(dir); }, "m.weight_scale", "strategy tensor");
+}
+
 TEST_F(release_float, layout_override_contradiction_and_names) {
   const nvfp4_case c(18);
   builder b;

@@ -40,6 +40,7 @@ enum class release_layout : std::uint8_t {
   m_awq,             // AWQ GEMM: qweight i32 (order 0,2,4,6,1,3,5,7), qzeros, scales
   m_gptq_v1,         // GPTQ: qweight i32 packed along K, qzeros stored minus 1, scales, g_idx
   m_gptq_v2,         // GPTQ v2: zeros stored as they are
+  m_modelopt_fp8,    // ModelOpt FP8 / FP8_PER_CHANNEL_PER_TOKEN / FP8_PB_WO: weight e4m3fn, weight_scale f32
 };
 
 [[nodiscard]] std::string_view name(release_layout l);
