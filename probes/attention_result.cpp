@@ -9,7 +9,7 @@ namespace numprobe::probes {
 namespace {
 
 // Units and format hints of the point metrics (for writers).
-std::pair<std::string, std::string> unit_format(const std::string& name) {
+std::pair<std::string, std::string> attention_unit_format(const std::string& name) {
   if (name == "nan_count" || name == "inf_count" || name == "rows_evaluated") return {"elements", "int"};
   if (name == "ratio_to_naive") return {"", "fixed"};
   if (name == "max_ulp") return {"ulp", "sci"};
@@ -72,7 +72,7 @@ void fill_result(const attention_point& p, const std::vector<bound>& bounds, res
   out.case_id = p.case_id;
   for (const auto& n : probes::point_metric_names())
     if (const auto v = p.metric(n)) {
-      const auto [unit, format] = unit_format(n);
+      const auto [unit, format] = attention_unit_format(n);
       out.metrics.push_back({n, *v, unit, format});
     }
   out.metrics.push_back({"rows_evaluated", static_cast<double>(p.rows_evaluated), "rows", "int"});

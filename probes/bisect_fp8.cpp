@@ -7,7 +7,7 @@
 namespace numprobe::probes {
 namespace {
 
-std::string join(const std::vector<std::string>& v) {
+std::string join_plus(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : "+") + s;
   return out;
@@ -80,7 +80,7 @@ fp8_points_result separate_fp8_points(bisect_context& ctx, const attention_case&
     x.points = pts;
     x.change = change;
     x.outcome = measure(ctx, "fp8", c, restore_fp8_points(ctx.base_provider(), pts),
-                        fmt::format("fp8 point{} {} restored: {}", pts.size() > 1 ? "s" : "", join(pts), change));
+                        fmt::format("fp8 point{} {} restored: {}", pts.size() > 1 ? "s" : "", join_plus(pts), change));
     // Under the bound and at least half the error, as in precision bisection: a borderline
     // case must not be tipped under the bound by restoring an unrelated point.
     x.removes = !x.outcome.failed && (before.nan || x.outcome.rel_rms <= 0.5 * before.rel_rms);
@@ -144,7 +144,7 @@ fp8_points_result separate_fp8_points(bisect_context& ctx, const attention_case&
                          "but the failure remains: another cause as well",
                          m.size() > 1 ? "s" : "", fmt::format("{}", fmt::join(m, " and ")), m.size() > 1 ? "y" : "ies");
   } else if (r.verdict == "ambiguous") {
-    r.text = fmt::format("ambiguous: restoring any of {} alone removes the failure", join(r.culprit));
+    r.text = fmt::format("ambiguous: restoring any of {} alone removes the failure", join_plus(r.culprit));
   } else {
     r.text = "restoring every fp8 point leaves the failure: not an fp8 quantization failure";
   }

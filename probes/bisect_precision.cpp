@@ -14,7 +14,7 @@ const std::vector<std::string>& bisect_states() {
   return s;
 }
 
-std::string join(const std::vector<std::string>& v) {
+std::string braced_set(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
   return out.empty() ? "{}" : "{" + out + "}";
@@ -31,7 +31,7 @@ struct upgrade_oracle {
     std::sort(set.begin(), set.end());
     if (auto it = seen.find(set); it != seen.end()) return it->second;
     const auto o = measure(ctx, "precision", c, with_states_f64(ctx.base_provider(), set),
-                           fmt::format("states {} -> f64", join(set)));
+                           fmt::format("states {} -> f64", braced_set(set)));
     // Under the bound, and at least half the error: a borderline case must not be tipped
     // under the bound by an unrelated state.
     const bool ok = !o.failed && (baseline.nan || o.rel_rms <= 0.5 * baseline.rel_rms);
@@ -93,7 +93,7 @@ precision_result bisect_precision(bisect_context& ctx, const std::vector<precisi
       if (o.passes({s})) r.single_fixes.push_back(s);
     r.culprit = r.single_fixes.empty() ? ddmin(o, bisect_states())
                                        : std::vector<std::string>{r.single_fixes.front()};
-    ctx.trace().back().decision += fmt::format("; minimal set {}", join(r.culprit));
+    ctx.trace().back().decision += fmt::format("; minimal set {}", braced_set(r.culprit));
     // The error curve before and after the upgrade.
     for (std::int64_t div : {8, 4, 2, 1}) {
       const std::int64_t s = c.seq / div;
@@ -103,7 +103,7 @@ precision_result bisect_precision(bisect_context& ctx, const std::vector<precisi
       const auto before = measure(ctx, "precision", cs, ctx.base_provider(),
                                   fmt::format("curve S={}, state as the kernel holds it", s));
       const auto after = measure(ctx, "precision", cs, with_states_f64(ctx.base_provider(), r.culprit),
-                                 fmt::format("curve S={}, states {} -> f64", s, join(r.culprit)));
+                                 fmt::format("curve S={}, states {} -> f64", s, braced_set(r.culprit)));
       r.curve_lengths.push_back(s);
       r.curve_before.push_back(before.error);
       r.curve_after.push_back(after.error);

@@ -8,13 +8,13 @@
 namespace numprobe::probes {
 namespace {
 
-std::string join(const std::vector<std::string>& v, std::string_view sep) {
+std::string join_with(const std::vector<std::string>& v, std::string_view sep) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : std::string(sep)) + x;
   return s;
 }
 
-std::string num(double v) { return result::format_value(v, "sci"); }
+std::string sci_text(double v) { return result::format_value(v, "sci"); }
 
 // The localisation stages beyond length, each a table when it ran.
 void stage_tables(const bisect_result& r, result::check_result& out) {
@@ -22,10 +22,10 @@ void stage_tables(const bisect_result& r, result::check_result& out) {
     result::table t{fmt::format("fp8 quantization points at S={}: {} (verdict {})", r.fp8.seq, r.fp8.text,
                                 r.fp8.verdict),
                     {"restored", "rel_rms", "ratio", "NaN", "removes the failure"}, {}};
-    t.rows.push_back({"(none)", num(r.fp8.before.rel_rms), num(r.fp8.before.ratio),
+    t.rows.push_back({"(none)", sci_text(r.fp8.before.rel_rms), sci_text(r.fp8.before.ratio),
                       std::to_string(r.fp8.before.nan), "-"});
     for (const auto& e : r.fp8.restorations)
-      t.rows.push_back({join(e.points, "+"), num(e.outcome.rel_rms), num(e.outcome.ratio),
+      t.rows.push_back({join_with(e.points, "+"), sci_text(e.outcome.rel_rms), sci_text(e.outcome.ratio),
                         std::to_string(e.outcome.nan), e.removes ? "yes" : "no"});
     out.tables.push_back(std::move(t));
   }
@@ -34,7 +34,7 @@ void stage_tables(const bisect_result& r, result::check_result& out) {
                     {"check", "value", "rel_rms", "NaN", "result"}, {}};
     auto rows = [&](const std::vector<decode_sweep_point>& v, const char* what) {
       for (const auto& p : v)
-        t.rows.push_back({what, std::to_string(p.value), num(p.outcome.rel_rms), std::to_string(p.outcome.nan),
+        t.rows.push_back({what, std::to_string(p.value), sci_text(p.outcome.rel_rms), std::to_string(p.outcome.nan),
                           p.outcome.failed ? "FAIL" : "pass"});
     };
     rows(r.decode.split_sweep, "splits");
@@ -43,12 +43,12 @@ void stage_tables(const bisect_result& r, result::check_result& out) {
     out.tables.push_back(std::move(t));
   }
   if (!r.precision.curve_lengths.empty()) {
-    result::table t{fmt::format("precision bisection: minimal set {{{}}} on {}", join(r.precision.culprit, ", "),
+    result::table t{fmt::format("precision bisection: minimal set {{{}}} on {}", join_with(r.precision.culprit, ", "),
                                 r.precision.family_case),
                     {"seq", "before", "after"}, {}};
     for (std::size_t i = 0; i < r.precision.curve_lengths.size(); ++i)
-      t.rows.push_back({std::to_string(r.precision.curve_lengths[i]), num(r.precision.curve_before[i]),
-                        num(r.precision.curve_after[i])});
+      t.rows.push_back({std::to_string(r.precision.curve_lengths[i]), sci_text(r.precision.curve_before[i]),
+                        sci_text(r.precision.curve_after[i])});
     out.tables.push_back(std::move(t));
   }
 }

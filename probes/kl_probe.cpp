@@ -1,4 +1,5 @@
 #include "numprobe/core/result.hpp"
+#include "probes/attention_probe.hpp"  // json_number
 #include "probes/kl_probe.hpp"
 
 #include <fcntl.h>
@@ -377,10 +378,6 @@ kl_report run_kl(const kl_probe_options& o) {
   return rep;
 }
 
-namespace {
-nlohmann::json num(double v) { return result::json_number(v); }
-}  // namespace
-
 nlohmann::json to_json(const kl_report& r) {
   const auto& s = r.summary;
   nlohmann::json j;
@@ -392,41 +389,41 @@ nlohmann::json to_json(const kl_report& r) {
                  {"candidate_dtype", r.cand_dtype}};
   j["rows"] = s.rows;
   j["vocab"] = s.vocab;
-  j["kld"] = {{"mean", num(s.kld.mean)},     {"stderr", num(s.kld.stderr_)},
-              {"median", num(s.kld.median)}, {"p90", num(s.kld.p90)},
-              {"p99", num(s.kld.p99)},       {"p999", num(s.kld.p999)},
-              {"max", num(s.kld.max)},       {"min", num(s.kld.min)}};
-  j["top1_agreement"] = num(s.top1_agreement);
-  j["top1_stderr"] = num(s.top1_stderr);
+  j["kld"] = {{"mean", json_number(s.kld.mean)},     {"stderr", json_number(s.kld.stderr_)},
+              {"median", json_number(s.kld.median)}, {"p90", json_number(s.kld.p90)},
+              {"p99", json_number(s.kld.p99)},       {"p999", json_number(s.kld.p999)},
+              {"max", json_number(s.kld.max)},       {"min", json_number(s.kld.min)}};
+  j["top1_agreement"] = json_number(s.top1_agreement);
+  j["top1_stderr"] = json_number(s.top1_stderr);
   j["top1_same"] = s.top1_same;
   const auto& d = s.delta_p;
-  j["delta_p"] = {{"mean", num(d.mean)},   {"stderr", num(d.stderr_)}, {"rms", num(d.rms)},
-                  {"min", num(d.min)},     {"p01", num(d.p01)},        {"p05", num(d.p05)},
-                  {"p10", num(d.p10)},     {"p25", num(d.p25)},        {"median", num(d.median)},
-                  {"p75", num(d.p75)},     {"p90", num(d.p90)},        {"p95", num(d.p95)},
-                  {"p99", num(d.p99)},     {"max", num(d.max)}};
-  j["topk"] = {{"k", s.topk}, {"overlap", num(s.topk_overlap)}};
+  j["delta_p"] = {{"mean", json_number(d.mean)},   {"stderr", json_number(d.stderr_)}, {"rms", json_number(d.rms)},
+                  {"min", json_number(d.min)},     {"p01", json_number(d.p01)},        {"p05", json_number(d.p05)},
+                  {"p10", json_number(d.p10)},     {"p25", json_number(d.p25)},        {"median", json_number(d.median)},
+                  {"p75", json_number(d.p75)},     {"p90", json_number(d.p90)},        {"p95", json_number(d.p95)},
+                  {"p99", json_number(d.p99)},     {"max", json_number(d.max)}};
+  j["topk"] = {{"k", s.topk}, {"overlap", json_number(s.topk_overlap)}};
   if (s.has_tokens)
-    j["ppl"] = {{"base", num(s.ppl.base)},
-                {"candidate", num(s.ppl.cand)},
-                {"ratio", num(s.ppl.ratio)},
-                {"ln_ratio_mean", num(s.ppl.ln_ratio_mean)},
-                {"ln_ratio_stderr", num(s.ppl.ln_ratio_stderr)}};
+    j["ppl"] = {{"base", json_number(s.ppl.base)},
+                {"candidate", json_number(s.ppl.cand)},
+                {"ratio", json_number(s.ppl.ratio)},
+                {"ln_ratio_mean", json_number(s.ppl.ln_ratio_mean)},
+                {"ln_ratio_stderr", json_number(s.ppl.ln_ratio_stderr)}};
   else
     j["ppl"] = nullptr;
   j["worst"] = nlohmann::json::array();
   for (const auto& w : s.worst)
     j["worst"].push_back({{"row", w.row},
-                          {"kld", num(w.kld)},
+                          {"kld", json_number(w.kld)},
                           {"top_base", w.top_base},
                           {"top_candidate", w.top_cand},
-                          {"p_base_top", num(w.p_base_top)},
-                          {"q_base_top", num(w.q_base_top)}});
+                          {"p_base_top", json_number(w.p_base_top)},
+                          {"q_base_top", json_number(w.q_base_top)}});
   // Absent without --positions, so documents of runs without it keep their fields.
   if (r.positions.bins_asked > 0) j["positions"] = to_json(r.positions);
   j["base_precision"] = to_json(r.base_precision);
   j["breaches"] = nlohmann::json::array();
-  for (const auto& b : r.breaches) j["breaches"].push_back({{"bound", b.bound}, {"measured", num(b.measured)}});
+  for (const auto& b : r.breaches) j["breaches"].push_back({{"bound", b.bound}, {"measured", json_number(b.measured)}});
   j["seconds"] = r.seconds;
   return j;
 }

@@ -3,12 +3,11 @@
 #include <cmath>
 
 #include "numprobe/core/result.hpp"
+#include "probes/attention_probe.hpp"  // json_number
 #include "probes/quant_probe.hpp"
 
 namespace numprobe::probes {
 namespace {
-
-nlohmann::json num(double v) { return result::json_number(v); }
 
 nlohmann::json block_json(const quant_report& r, std::int64_t index) {
   const auto& q = r.result;
@@ -18,9 +17,9 @@ nlohmann::json block_json(const quant_report& r, std::int64_t index) {
                       {"col0", b.col0},
                       {"rows", b.rows},
                       {"cols", b.cols},
-                      {"amax", num(b.amax)},
+                      {"amax", json_number(b.amax)},
                       {"argmax", b.argmax},
-                      {"scale", num(b.scale)},
+                      {"scale", json_number(b.scale)},
                       {"scale_code", b.scale_code},
                       {"flushed", b.flushed},
                       {"outlier_flushed", r.outlier_flushes[static_cast<std::size_t>(index)]},
@@ -57,12 +56,12 @@ nlohmann::json to_json(const quant_report& r) {
                                                                      : "inf"}};
   j["conventions"] = nlohmann::json::object();
   for (const auto& [axis, value] : formats::convention_values(c)) j["conventions"][std::string(axis)] = value;
-  if (c.kind == formats::scheme_kind::m_nvfp4) j["tensor_scale"] = num(r.result.tensor_scale);
+  if (c.kind == formats::scheme_kind::m_nvfp4) j["tensor_scale"] = json_number(r.result.tensor_scale);
   j["elements"] = m.elements;
-  j["sqnr_db"] = num(m.sqnr_db);
-  j["rel_rms"] = num(m.rel_rms);
-  j["max_abs"] = num(m.max_abs);
-  j["max_rel"] = num(m.max_rel);
+  j["sqnr_db"] = json_number(m.sqnr_db);
+  j["rel_rms"] = json_number(m.rel_rms);
+  j["max_abs"] = json_number(m.max_abs);
+  j["max_rel"] = json_number(m.max_rel);
   j["flushed"] = m.flushed;
   j["clipped"] = m.clipped;
   j["scale_underflow"] = m.scale_underflow_blocks;
@@ -80,15 +79,15 @@ nlohmann::json to_json(const quant_report& r) {
     w["elements"] = r.worked.flat;
     w["input"] = nlohmann::json::array();
     w["dequant"] = nlohmann::json::array();
-    for (double v : r.worked.input) w["input"].push_back(num(v));
-    for (double v : r.worked.dequant) w["dequant"].push_back(num(v));
+    for (double v : r.worked.input) w["input"].push_back(json_number(v));
+    for (double v : r.worked.dequant) w["dequant"].push_back(json_number(v));
     w["codes"] = r.worked.codes;
     w["truncated"] = r.worked.truncated;
     j["worked_block"] = w;
   }
   if (!r.device_check.is_null()) j["device_check"] = r.device_check;
   j["breaches"] = nlohmann::json::array();
-  for (const auto& b : r.breaches) j["breaches"].push_back({{"bound", b.bound}, {"measured", num(b.measured)}});
+  for (const auto& b : r.breaches) j["breaches"].push_back({{"bound", b.bound}, {"measured", json_number(b.measured)}});
   j["seconds"] = r.seconds;
   return j;
 }

@@ -9,7 +9,7 @@
 namespace numprobe::probes {
 namespace {
 
-std::pair<std::string, std::string> unit_format(const std::string& n) {
+std::pair<std::string, std::string> quant_unit_format(const std::string& n) {
   if (n == "sqnr_db") return {"dB", "fixed"};
   if (n == "flushed" || n == "clipped" || n == "outlier_flushed" || n == "nonfinite") return {"elements", "int"};
   if (n == "scale_underflow" || n == "outlier_blocks") return {"blocks", "int"};
@@ -134,7 +134,7 @@ void fill_result(const quant_report& r, const std::vector<bound>& bounds, bool a
   out.case_id = r.case_id;
   out.seconds = r.seconds;
   for (const auto& n : quant_metric_names()) {
-    const auto [unit, format] = unit_format(n);
+    const auto [unit, format] = quant_unit_format(n);
     out.metrics.push_back({n, quant_metric(r.metrics, n), unit, format});
   }
   out.metrics.push_back({"blocks", static_cast<double>(r.metrics.blocks), "blocks", "int"});

@@ -145,7 +145,7 @@ identify_scales scales_for_identify(const io::release_tensor& t, const std::vect
   return s;
 }
 
-void scan_tensor(const io::release& rel, const io::checkpoint* orig, const release_scan_options& o,
+void scan_release_tensor(const io::release& rel, const io::checkpoint* orig, const release_scan_options& o,
                  release_tensor_report& rep, std::vector<std::string>& missing) {
   const auto& t = rep.tensor;
   std::optional<io::tensor_view> ov;
@@ -254,7 +254,7 @@ release_scan_report run_release_scan(const release_scan_options& o) {
     if (!std::regex_search(t.name, filter)) continue;
     release_tensor_report rep;
     rep.tensor = t;
-    scan_tensor(rel, orig ? &*orig : nullptr, o, rep, r.missing_in_original);
+    scan_release_tensor(rel, orig ? &*orig : nullptr, o, rep, r.missing_in_original);
     r.tensors.push_back(std::move(rep));
   }
   if (r.tensors.empty())

@@ -1,4 +1,5 @@
 #include "numprobe/core/result.hpp"
+#include "probes/attention_probe.hpp"  // json_number
 #include "probes/scan_fnuz.hpp"
 
 #include <fmt/format.h>
@@ -19,8 +20,6 @@ namespace numprobe::probes {
 namespace {
 
 using formats::format_id;
-
-nlohmann::json num(double v) { return result::json_number(v); }
 
 // Scale tensors that go with a weight, by the names FP8 checkpoints use.
 std::string find_scale(const std::set<std::string>& names, const std::string& w) {
@@ -126,8 +125,8 @@ nlohmann::json to_json(const fnuz_report& r) {
                           {"nan_codes", t.nan_codes},
                           {"clip_same_scale", t.clip_same_scale},
                           {"change_bits", t.change_bits},
-                          {"amax", num(t.amax)},
-                          {"scale_factor_no_clip", num(t.scale_factor_no_clip)},
+                          {"amax", json_number(t.amax)},
+                          {"scale_factor_no_clip", json_number(t.scale_factor_no_clip)},
                           {"scale_tensor", t.scale_tensor}};
   };
   nlohmann::json j;

@@ -6,20 +6,19 @@
 #include <fmt/format.h>
 
 #include "numprobe/core/result.hpp"
+#include "probes/attention_probe.hpp"  // json_number
 #include "probes/scan_probe.hpp"
 
 namespace numprobe::probes {
 namespace {
 
-nlohmann::json num(double v) { return result::json_number(v); }
-
 nlohmann::json group_json(const scan_group& g) {
   return {{"key", g.key},           {"tensors", g.tensors},       {"elements", g.elements},
-          {"sqnr_db", num(g.sqnr_db)}, {"rel_rms", num(g.rel_rms)}, {"flushed", g.flushed},
+          {"sqnr_db", json_number(g.sqnr_db)}, {"rel_rms", json_number(g.rel_rms)}, {"flushed", g.flushed},
           {"clipped", g.clipped},   {"outlier_blocks", g.outlier_blocks},
           {"bytes", g.bytes},
           {"bits_per_param", g.elements ? g.bytes * 8.0 / static_cast<double>(g.elements) : 0.0},
-          {"worst_tensor", g.worst_tensor}, {"worst_sqnr_db", num(g.worst_sqnr_db)}};
+          {"worst_tensor", g.worst_tensor}, {"worst_sqnr_db", json_number(g.worst_sqnr_db)}};
 }
 
 nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols, scan_rank rank_by) {
@@ -31,24 +30,24 @@ nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols, scan_
          {"col0", b.col0},
          {"rows", b.rows},
          {"cols", b.cols},
-         {"amax", num(b.amax)},
+         {"amax", json_number(b.amax)},
          {"argmax", b.argmax < 0 ? nlohmann::json(nullptr)
                                  : nlohmann::json::array({b.argmax / cols, b.argmax % cols})},
-         {"scale", num(b.scale)},
+         {"scale", json_number(b.scale)},
          {"scale_code", b.scale_code},
          {"flushed", b.flushed},
          {"clipped", b.clipped},
          {"elements", nlohmann::json::array()}};
     for (std::size_t i = 0; i < r.worst.flat.size(); ++i)
       w["elements"].push_back({{"at", {r.worst.flat[i] / cols, r.worst.flat[i] % cols}},
-                               {"input", num(r.worst.input[i])},
-                               {"dequant", num(r.worst.dequant[i])}});
+                               {"input", json_number(r.worst.input[i])},
+                               {"dequant", json_number(r.worst.dequant[i])}});
   }
   return {{"scheme", r.scheme},
           {"conventions", r.conventions},
-          {"sqnr_db", num(r.sqnr_db)},
-          {"rel_rms", num(r.rel_rms)},
-          {"max_abs", num(r.max_abs)},
+          {"sqnr_db", json_number(r.sqnr_db)},
+          {"rel_rms", json_number(r.rel_rms)},
+          {"max_abs", json_number(r.max_abs)},
           {"flushed", r.flushed},
           {"clipped", r.clipped},
           {"scale_underflow_blocks", r.scale_underflow_blocks},
@@ -60,14 +59,14 @@ nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols, scan_
           {"bits_per_element", r.bits_per_element},
           {"bytes", r.bytes},
           {"worst_block", w},
-          {"flushed_frac", num(r.flushed_frac)},
-          {"outlier_flushed_frac", num(r.outlier_flushed_frac)},
-          {"bulk_rel_rms", num(r.bulk_rel_rms)},
-          {"output_rel_rms", num(r.output_rel_rms)},
-          {"rank_value", num(rank_value(r, rank_by))},
-          {"output_sqnr_db", num(r.output_sqnr_db)},
-          {"output_err", r.output_weighted ? num(r.output_sum_sq_err) : nlohmann::json(nullptr)},
-          {"output_energy", r.output_weighted ? num(r.output_sum_sq) : nlohmann::json(nullptr)}};
+          {"flushed_frac", json_number(r.flushed_frac)},
+          {"outlier_flushed_frac", json_number(r.outlier_flushed_frac)},
+          {"bulk_rel_rms", json_number(r.bulk_rel_rms)},
+          {"output_rel_rms", json_number(r.output_rel_rms)},
+          {"rank_value", json_number(rank_value(r, rank_by))},
+          {"output_sqnr_db", json_number(r.output_sqnr_db)},
+          {"output_err", r.output_weighted ? json_number(r.output_sum_sq_err) : nlohmann::json(nullptr)},
+          {"output_energy", r.output_weighted ? json_number(r.output_sum_sq) : nlohmann::json(nullptr)}};
 }
 
 
@@ -90,7 +89,7 @@ nlohmann::json to_json(const scan_report& r) {
                          {"shape", t.shape},  {"rows", t.rows},       {"cols", t.cols},
                          {"layer_type", t.layer_type},
                          {"layer", t.layer < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.layer)},
-                         {"bulk_below", num(t.bulk_below)},
+                         {"bulk_below", json_number(t.bulk_below)},
                          {"act_stats", t.act_stats.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.act_stats)},
                          {"results", nlohmann::json::array()}};
     for (const auto& s : t.results) jt["results"].push_back(result_json(s, t.cols, r.options.rank_by));

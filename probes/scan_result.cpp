@@ -46,7 +46,7 @@ std::optional<double> total_metric(const scan_report& r, const std::string& n) {
   return std::nullopt;
 }
 
-std::pair<std::string, std::string> unit_format(const std::string& n) {
+std::pair<std::string, std::string> scan_unit_format(const std::string& n) {
   if (n.find("sqnr_db") != std::string::npos) return {"dB", "fixed"};
   if (n == "bits_per_element") return {"bits", "fixed"};
   if (n.ends_with("_frac")) return {"", "pct"};
@@ -206,11 +206,11 @@ void fill_result(const scan_report& r, const scan_options& o, const std::vector<
       const double v = *tensor_metric(t, n);
       worst = higher_is_better ? std::min(worst, v) : std::max(worst, v);
     }
-    const auto [unit, format] = unit_format(n);
+    const auto [unit, format] = scan_unit_format(n);
     out.metrics.push_back({n, worst, unit, format});
   }
   for (const auto& n : k_total_metrics_list) {
-    const auto [unit, format] = unit_format(n);
+    const auto [unit, format] = scan_unit_format(n);
     out.metrics.push_back({n, *total_metric(r, n), unit, format});
   }
 

@@ -16,7 +16,7 @@ namespace numprobe::probes {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-double seconds_since(clock_type::time_point t0) {
+double elapsed_s(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
@@ -158,11 +158,11 @@ softmax_point run_softmax_point(softmax_provider& k, const softmax_case& c, cons
   const auto logits = softmax_logits(c, rows, true);
   auto t0 = clock_type::now();
   const softmax_output cand = k.run(c, logits, rows);
-  p.seconds_kernel = seconds_since(t0);
+  p.seconds_kernel = elapsed_s(t0);
   if (cand.rows != rows) throw_backend_error(k.name(), "returned the wrong rows");
   t0 = clock_type::now();
   const softmax_output ref = reference::softmax(c, logits, rows);
-  p.seconds_reference = seconds_since(t0);
+  p.seconds_reference = elapsed_s(t0);
   const softmax_output naive = reference::softmax_naive(c, logits, rows);
   p.kernel = compare_softmax(cand, ref, o.topk);
   p.naive = compare_softmax(naive, ref, o.topk);
@@ -210,7 +210,7 @@ softmax_sweep run_softmax_sweep(softmax_provider& k, const softmax_sweep_options
   for (const auto& b : o.bounds)
     if (b.metric == "growth.slope" && !b.holds(s.growth.slope)) s.breaches.push_back({0, b.text(), s.growth.slope});
   s.gated_breach = !s.breaches.empty() || s.nan_points > 0;
-  s.seconds = seconds_since(t0);
+  s.seconds = elapsed_s(t0);
   return s;
 }
 

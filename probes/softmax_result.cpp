@@ -8,7 +8,7 @@
 namespace numprobe::probes {
 namespace {
 
-std::pair<std::string, std::string> unit_format(const std::string& n) {
+std::pair<std::string, std::string> softmax_unit_format(const std::string& n) {
   if (n == "nan_count" || n == "inf_count") return {"elements", "int"};
   if (n == "ratio_to_naive" || n == "top1" || n == "topk") return {"", "fixed"};
   if (n == "lse_max_abs" || n == "logp_max_abs" || n == "ce_max_abs" || n == "kl_mean" ||
@@ -20,7 +20,7 @@ std::pair<std::string, std::string> unit_format(const std::string& n) {
 void add_point_metrics(const softmax_point& p, result::check_result& out) {
   for (const auto& n : softmax_metric_names())
     if (const auto v = p.metric(n)) {
-      const auto [unit, format] = unit_format(n);
+      const auto [unit, format] = softmax_unit_format(n);
       out.metrics.push_back({n, *v, unit, format});
     }
 }

@@ -30,8 +30,10 @@ build=${RUN_BUILD_DIR:-build-run}
 
 scripts/setup.sh
 echo "run: building the numprobe target into $build/ (CUDA $cuda, HIP $hip)"
+# A unity build: the cold compile is most of a first run (docs/measurements/first_run_2026-12-02.txt).
 BUILD_DIR=$build BUILD_TARGET=numprobe scripts/build.sh -DNUMPROBE_BUILD_TESTS=OFF \
-  -DNUMPROBE_BUILD_BENCH=OFF -DNUMPROBE_ENABLE_CUDA="$cuda" -DNUMPROBE_ENABLE_HIP="$hip"
+  -DNUMPROBE_BUILD_BENCH=OFF -DNUMPROBE_ENABLE_CUDA="$cuda" -DNUMPROBE_ENABLE_HIP="$hip" \
+  -DNUMPROBE_UNITY_BUILD=ON
 echo
 echo "== numprobe run   (the embedded default scenario; reports in out/default/)"
 "./$build/numprobe" run --out out/default

@@ -16,7 +16,7 @@ namespace {
 
 using detail::store_scale;
 
-constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
+constexpr double k_nan_dequant = std::numeric_limits<double>::quiet_NaN();  // a NaN element's dequant
 constexpr std::uint64_t k_stochastic_stream = 0x71a57;  // "quant" rounding bits
 
 // Rounds to an integer by the rounding mode (ties to even for RNE).
@@ -84,7 +84,7 @@ class element_coder {
     if (std::isnan(v)) {
       // Never let a NaN become a number silently: formats without NaN code 0, dequant is NaN.
       m_out.codes[i] = m_info.nan == nan_style::m_none ? 0u : encode(m_c.element, v);
-      m_out.dequant[i] = k_nan;
+      m_out.dequant[i] = k_nan_dequant;
       return;
     }
     const double t =
@@ -193,7 +193,7 @@ void quantize_asym(const block_view& v, quant_result& out) {
     const double a = v.x[i];
     if (std::isnan(a)) {
       out.codes[i] = 0;
-      out.dequant[i] = k_nan;
+      out.dequant[i] = k_nan_dequant;
       return;
     }
     const double t = (s == 0.0 ? 0.0 : a / s) + z;

@@ -35,6 +35,10 @@ enum class fault : std::uint8_t {
   m_empty_split_nan,  // decode: an empty split writes O_i = 0/0 and the merge weights it by 0
 };
 
+// The running max's start under m_finite_sentinel, in the emulators' logit units (the GPU
+// kernels keep their own float copy in online_softmax.cuh).
+inline constexpr double k_finite_sentinel = -1.0e4;
+
 // index-wrap: the key index wraps at 2^15 (a key index kept in 15 bits): key j reads K/V row
 // j mod 2^15 while the mask still uses j. The emulator and the GPU kernels read this one value.
 inline constexpr std::int64_t k_index_wrap_rows = std::int64_t{1} << 15;

@@ -12,12 +12,6 @@ namespace {
 
 using shape_t = std::vector<std::uint64_t>;
 
-std::string shape_text(std::span<const std::uint64_t> s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 void write_tensor(const std::string& path, const shape_t& shape, const std::vector<double>& v,
                   bool as_f64) {
   if (as_f64) {
@@ -40,6 +34,12 @@ T field(const nlohmann::json& j, const char* name, const std::string& place) {
 }
 
 }  // namespace
+
+std::string shape_text(std::span<const std::uint64_t> s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
 
 nlohmann::json case_json(const attention_case& c) {
   nlohmann::json j = {{"format", "numprobe-case"},

@@ -24,6 +24,9 @@ namespace numprobe::exec {
 
 inline constexpr int k_case_file_version = 1;
 
+// A shape as messages print it: "[2, 3]".
+[[nodiscard]] std::string shape_text(std::span<const std::uint64_t> s);
+
 // case.json of a case (written by numprobe; read back by --inputs).
 [[nodiscard]] nlohmann::json case_json(const attention_case& c);
 

@@ -21,6 +21,7 @@
 #include "numprobe/formats/conventions.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/npy.hpp"
+#include "src/providers/exec_provider_files.hpp"
 #include "src/providers/exec_provider_process.hpp"
 #include "src/providers/knobs.hpp"
 #include "src/providers/quant_provider.hpp"
@@ -30,12 +31,6 @@ namespace {
 
 using formats::format_id;
 using formats::scheme_kind;
-
-std::string shape_text(const std::vector<std::uint64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 std::uint64_t count_of(const std::vector<std::uint64_t>& s) {
   std::uint64_t n = 1;
@@ -179,7 +174,7 @@ class exec_quant_provider final : public quant_provider {
       fail("codes.npy", fmt::format("dtype {} where uint8 (one code per element) is expected",
                                     io::name(codes.dtype)));
     if (count_of(codes.shape) != n)
-      fail("codes.npy", fmt::format("shape {} where [{}, {}] is expected", shape_text(codes.shape),
+      fail("codes.npy", fmt::format("shape {} where [{}, {}] is expected", exec::shape_text(codes.shape),
                                     rows, cols));
     out.codes.resize(n);
     for (std::uint64_t i = 0; i < n; ++i) out.codes[i] = static_cast<std::uint8_t>(codes.bytes[i]);
@@ -190,7 +185,7 @@ class exec_quant_provider final : public quant_provider {
     const auto scales = load("scales.npy");
     if (count_of(scales.shape) != blocks)
       fail("scales.npy", fmt::format("shape {} where [{}, {}] ({} block scales) is expected",
-                                     shape_text(scales.shape), c.kind == scheme_kind::m_tensor ? 1 : g.grid_rows,
+                                     exec::shape_text(scales.shape), c.kind == scheme_kind::m_tensor ? 1 : g.grid_rows,
                                      c.kind == scheme_kind::m_tensor ? 1 : g.grid_cols, blocks));
     const int sbits = formats::info(c.scale_format).storage_bits;
     if (scales.dtype == io::dtype::m_u8 || scales.dtype == io::dtype::m_raw8) {
@@ -218,14 +213,14 @@ class exec_quant_provider final : public quant_provider {
       const auto z = load("zero_points.npy");
       if (z.dtype != io::dtype::m_u8 || count_of(z.shape) != blocks)
         fail("zero_points.npy", fmt::format("{} {} where uint8 [{}] is expected", io::name(z.dtype),
-                                            shape_text(z.shape), blocks));
+                                            exec::shape_text(z.shape), blocks));
       for (std::uint64_t i = 0; i < blocks; ++i) out.zero_points.push_back(static_cast<std::uint8_t>(z.bytes[i]));
     }
     if (c.kind == scheme_kind::m_nvfp4) {
       const auto t = load("tensor_scale.npy");
       if ((t.dtype != io::dtype::m_f32 && t.dtype != io::dtype::m_f64) || count_of(t.shape) != 1)
         fail("tensor_scale.npy", fmt::format("{} {} where one float32 is expected",
-                                             io::name(t.dtype), shape_text(t.shape)));
+                                             io::name(t.dtype), exec::shape_text(t.shape)));
       out.tensor_scale = t.to_doubles()[0];
       if (std::isnan(out.tensor_scale)) fail("tensor_scale.npy", "NaN tensor scale");
     }
@@ -233,7 +228,7 @@ class exec_quant_provider final : public quant_provider {
       const auto d = load("dequant.npy");
       if ((d.dtype != io::dtype::m_f32 && d.dtype != io::dtype::m_f64) || count_of(d.shape) != n)
         fail("dequant.npy", fmt::format("{} {} where float32 or float64 [{}, {}] is expected",
-                                        io::name(d.dtype), shape_text(d.shape), rows, cols));
+                                        io::name(d.dtype), exec::shape_text(d.shape), rows, cols));
       out.dequant = d.to_doubles();
       out.dequant_dtype = d.dtype == io::dtype::m_f32 ? "float32" : "float64";
     }

@@ -16,6 +16,7 @@
 
 #include "numprobe/core/error.hpp"
 #include "numprobe/io/npy.hpp"
+#include "src/providers/exec_provider_files.hpp"
 #include "src/providers/exec_provider_process.hpp"
 #include "src/providers/exec_provider_worker.hpp"
 #include "src/providers/knobs.hpp"
@@ -23,12 +24,6 @@
 
 namespace numprobe {
 namespace {
-
-std::string shape_text(const std::vector<std::uint64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 class exec_softmax final : public softmax_provider {
  public:
@@ -144,7 +139,7 @@ class exec_softmax final : public softmax_provider {
           t.dtype != dtype::m_bf16)
         fail(file, fmt::format("dtype {} is not float32, float16, float64 or bfloat16", io::name(t.dtype)));
       if (t.shape != want)
-        fail(file, fmt::format("shape {} where {} is expected", shape_text(t.shape), shape_text(want)));
+        fail(file, fmt::format("shape {} where {} is expected", exec::shape_text(t.shape), exec::shape_text(want)));
       auto x = t.to_doubles();
       for (std::size_t i = 0; i < x.size(); ++i)
         if (std::isnan(x[i]))

@@ -15,7 +15,7 @@ std::string names_text(const std::vector<std::string>& v) {
   return s;
 }
 
-void run(const check_spec& s, const run_context& ctx, result::check_result& out) {
+void run_attention_check(const check_spec& s, const run_context& ctx, result::check_result& out) {
   const auto seq = positive(s.get_string("seq", "1024"), s.place("seq"));
   const attention_case c = make_attention_case(s, seq);
   auto prov = make_check_provider(s, ctx);
@@ -41,7 +41,7 @@ check_runner attention_runner() {
     return std::find(n.begin(), n.end(), m) != n.end();
   };
   r.metric_names = names_text(probes::point_metric_names());
-  r.run = run;
+  r.run = run_attention_check;
   return r;
 }
 

@@ -13,7 +13,7 @@
 namespace numprobe::scenario {
 namespace {
 
-void run(const check_spec& s, const run_context& ctx, result::check_result& out) {
+void run_bisect_check(const check_spec& s, const run_context& ctx, result::check_result& out) {
   const auto seq = s.get_string("seq", "64..16384");
   const auto dots = seq.find("..");
   if (dots == std::string::npos) throw_input_error(s.place("seq"), "bisect needs seq = \"A..B\"");
@@ -60,7 +60,7 @@ check_runner bisect_runner() {
     return std::find(n.begin(), n.end(), m) != n.end();
   };
   for (const auto& n : probes::point_metric_names()) r.metric_names += (r.metric_names.empty() ? "" : ", ") + n;
-  r.run = run;
+  r.run = run_bisect_check;
   return r;
 }
 

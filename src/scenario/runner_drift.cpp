@@ -11,7 +11,7 @@
 namespace numprobe::scenario {
 namespace {
 
-void run(const check_spec& s, const run_context& ctx, result::check_result& out) {
+void run_drift_check(const check_spec& s, const run_context& ctx, result::check_result& out) {
   const auto seq = s.get_string("seq", "128..8192");
   const auto dots = seq.find("..");
   const std::int64_t lo = positive(dots == std::string::npos ? seq : seq.substr(0, dots), s.place("seq"));
@@ -48,7 +48,7 @@ check_runner drift_runner() {
   };
   r.metric_names = "growth.slope, growth.ratio_slope, and every point metric (worst point): ";
   for (const auto& n : probes::point_metric_names()) r.metric_names += n + " ";
-  r.run = run;
+  r.run = run_drift_check;
   return r;
 }
 

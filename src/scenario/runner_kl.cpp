@@ -23,7 +23,7 @@ bool known(const std::string& m) {
   }
 }
 
-void run(const check_spec& s, const run_context&, result::check_result& out) {
+void run_kl_check(const check_spec& s, const run_context&, result::check_result& out) {
   probes::kl_probe_options o;
   if (!s.has("base") || !s.has("cand"))
     throw_input_error(s.place(s.has("base") ? "cand" : "base"), "the kl probe needs both base and cand files");
@@ -66,7 +66,7 @@ check_runner kl_runner() {
                    "ppl_ratio, ln_ppl_ratio, positions.last_over_first, positions.slope_per_1k, "
                    "positions.log2_slope, positions.r2, base_precision.floor_kld_mean, "
                    "base_precision.mean_over_floor";
-  r.run = run;
+  r.run = run_kl_check;
   return r;
 }
 

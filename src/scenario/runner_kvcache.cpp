@@ -12,7 +12,7 @@
 namespace numprobe::scenario {
 namespace {
 
-void run(const check_spec& s, const run_context& ctx, result::check_result& out) {
+void run_kvcache_check(const check_spec& s, const run_context& ctx, result::check_result& out) {
   if (!ctx.backend_override.empty() && ctx.backend_override != "emu" && ctx.backend_override != "best")
     throw_input_error("--backend", fmt::format("the kvcache study runs on the emulator, not '{}'", ctx.backend_override));
   probes::kvcache_options o;
@@ -77,7 +77,7 @@ check_runner kvcache_runner() {
     return m == "out_rel_rms" || std::find(n.begin(), n.end(), m) != n.end();
   };
   r.metric_names = "out_rel_rms (every configuration), failures, clip_driven, round_driven, worst.out_rel_rms";
-  r.run = run;
+  r.run = run_kvcache_check;
   return r;
 }
 

@@ -59,7 +59,7 @@ probes::quant_probe_options make_options(const check_spec& s) {
   return o;
 }
 
-void run(const check_spec& s, const run_context&, result::check_result& out) {
+void run_quant_check(const check_spec& s, const run_context&, result::check_result& out) {
   const auto o = make_options(s);
   const auto r = probes::run_quant(o);
   probes::fill_result(r, s.bounds, s.get_bool("allow_nonfinite", false), out);
@@ -88,7 +88,7 @@ check_runner quant_runner() {
               {"worst", K::m_int, "worst blocks to list"}};
   r.known_metric = [](const std::string& m) { return std::find(probes::quant_metric_names().begin(), probes::quant_metric_names().end(), m) != probes::quant_metric_names().end(); };
   for (const auto& n : probes::quant_metric_names()) r.metric_names += (r.metric_names.empty() ? "" : ", ") + n;
-  r.run = run;
+  r.run = run_quant_check;
   return r;
 }
 

@@ -12,7 +12,7 @@
 namespace numprobe::scenario {
 namespace {
 
-void run(const check_spec& s, const run_context&, result::check_result& out) {
+void run_scan_check(const check_spec& s, const run_context&, result::check_result& out) {
   probes::scan_options o;
   if (!s.has("checkpoint")) throw_input_error(s.place("checkpoint"), "the scan probe needs a checkpoint");
   o.checkpoint = s.get_string("checkpoint", "");
@@ -52,7 +52,7 @@ check_runner scan_runner() {
   for (const auto& n : probes::scan_tensor_metric_names()) r.metric_names += n + " ";
   r.metric_names += "; totals: ";
   for (const auto& n : probes::scan_total_metric_names()) r.metric_names += n + " ";
-  r.run = run;
+  r.run = run_scan_check;
   return r;
 }
 

@@ -53,7 +53,7 @@ std::unique_ptr<softmax_provider> make_provider(const check_spec& s, const run_c
   return make_softmax_provider(ko);
 }
 
-void run(const check_spec& s, const run_context& ctx, result::check_result& out) {
+void run_softmax_check(const check_spec& s, const run_context& ctx, result::check_result& out) {
   const auto vocab = s.get_string("vocab", "131072");
   const auto dots = vocab.find("..");
   const bool sweep = dots != std::string::npos;
@@ -125,7 +125,7 @@ check_runner softmax_runner() {
   };
   r.metric_names = "growth.slope (sweeps), and every point metric (worst point): ";
   for (const auto& n : probes::softmax_metric_names()) r.metric_names += n + " ";
-  r.run = run;
+  r.run = run_softmax_check;
   return r;
 }
 

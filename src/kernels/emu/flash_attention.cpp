@@ -32,31 +32,6 @@ using formats::format_id;
 template <class T>
 using row_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-constexpr double k_finite_sentinel = -1.0e4;
-
-// Rounds values computed in arithmetic type T to a state's storage dtype. Identity rounding is
-// detected once, so fp32 states in float arithmetic cost nothing in the hot loops.
-template <class T>
-struct state_rounder {
-  format_id id;
-  bool identity;
-
-  explicit state_rounder(format_id f)
-      : id(f), identity(f == format_id::m_f64 || (std::is_same_v<T, float> && f == format_id::m_f32)) {}
-
-  [[nodiscard]] T operator()(T x) const {
-    if (identity) return x;
-    if constexpr (std::is_same_v<T, float>) {
-      return formats::round_float_to(id, x);
-    } else {
-      // double -> float is one exact RNE; other formats go through the exact double path
-      // (only reached when another state is fp64, i.e. during precision bisection).
-      if (id == format_id::m_f32) return static_cast<double>(static_cast<float>(x));
-      return formats::round_to(id, x);
-    }
-  }
-};
-
 // Whether values already in format `held` need rounding to be stored in `state`.
 bool needs_rounding(format_id state, format_id held) {
   if (state == held || state == format_id::m_f64) return false;
@@ -258,7 +233,7 @@ class flash_runner {
     const bool skip_rescale = m_cfg.has(fault::m_skip_rescale) && !m_cfg.force_rescale;
     const bool stale_max = m_cfg.has(fault::m_stale_max) && !m_cfg.force_rescale;
     const A inf = std::numeric_limits<A>::infinity();
-    const A m_init = m_cfg.has(fault::m_finite_sentinel) ? A(k_finite_sentinel) : -inf;
+    const A m_init = m_cfg.has(fault::m_finite_sentinel) ? A(kernels::k_finite_sentinel) : -inf;
     const A scale = static_cast<A>(m_c.softmax_scale());
     const A cap = static_cast<A>(m_c.softcap);
     // wave-width: only columns held by lanes [0, red_w) of the wavefront reach m and l.

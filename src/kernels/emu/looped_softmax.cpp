@@ -19,7 +19,6 @@ namespace {
 
 using formats::format_id;
 
-constexpr double k_finite_sentinel = -1.0e4;
 constexpr std::array<std::string_view, 5> k_names{"x", "m", "l", "out", "lse"};
 
 formats::format_id* slot(softmax_states& st, std::string_view name) {
@@ -58,7 +57,7 @@ softmax_result run(std::span<const double> logits, const softmax_params& prm,
       round_lse(st.lse);
   const bool guard = !cfg.has(fault::m_no_empty_guard);
   const A inf = std::numeric_limits<A>::infinity();
-  const A m_init = cfg.has(fault::m_finite_sentinel) ? A(k_finite_sentinel) : -inf;
+  const A m_init = cfg.has(fault::m_finite_sentinel) ? A(kernels::k_finite_sentinel) : -inf;
   const A cap = static_cast<A>(prm.softcap), temp = static_cast<A>(prm.temperature);
   const A log2e = static_cast<A>(static_cast<float>(std::numbers::log2e));
   auto exp_fn = [&](A x) { return cfg.exp2 ? std::exp2(x * log2e) : std::exp(x); };
