@@ -100,6 +100,7 @@ class converter {
         for (const double v : s.values)
           if (std::isfinite(v)) m_amax = std::max(m_amax, std::fabs(v));
       }
+      rel.release_pages(t);
       // The tensor scale quantize() derives from this amax (a row holding it alone).
       std::vector<double> row(static_cast<std::size_t>(t.cols), 0.0);
       row[0] = m_amax;
@@ -166,6 +167,11 @@ class converter {
       }
       emit(q);
     }
+    // Each pass holds one weight's mapped pages, not the whole release's (and original's).
+    m_rel.release_pages(m_t);
+    if (m_orig && m_orig->owner)
+      m_orig->owner->release_pages(static_cast<std::size_t>(m_orig->bytes.data() - m_orig->owner->bytes().data()),
+                                   m_orig->bytes.size());
     rep.added = added.result();
     if (m_orig) {
       rep.release_vs_original = rel_orig.result();

@@ -169,3 +169,22 @@ def test_bad_arguments_raise_value_error_naming_them(kw, place):
     args = {"seq": "64..128", **SMALL, **kw}
     with pytest.raises(ValueError, match=place):
         numprobe.drift(healthy, **args)
+
+
+def test_cli_exec_nan_in_an_unsampled_row_is_a_finding(cli, tmp_path):
+    # An exec kernel computes every row; the probe samples 16 of 1000. One NaN in row 500 (no
+    # tile edge, no mask edge: not a row the sampler favours) must still fail the case.
+    script = tmp_path / "nan_kernel.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'examples' / 'exec')!r})\n"
+        "import numprobe_exec, numpy_reference\n"
+        "case, q, k, v = numprobe_exec.load_case(sys.argv[1])\n"
+        "o, lse = numpy_reference.compute(case, q, k, v)\n"
+        "o[500, 1, 3] = float('nan')\n"
+        "numprobe_exec.save_output(sys.argv[1], o, lse)\n")
+    p = cli("attention", "--seq", 1000, "--heads", 4, "--kv-heads", 2, "--head-dim", 32, "--rows", 16,
+            "--backend", f"exec:{sys.executable} {script} {{in}}", "--json", "-", ok=(1,))
+    nf = json.loads(p.stdout)["result"]["nonfinite"]
+    assert nf["nan"] == 1 and nf["total"] == 1
+    assert nf["rows_unsampled"] == 1 and sum(nf["rows_by_kind"].values()) == 0  # row 500 was not sampled

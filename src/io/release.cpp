@@ -211,6 +211,22 @@ release release::open(const fs::path& path, std::optional<release_layout> forced
   return r;
 }
 
+void release::release_pages(const release_tensor& t) const noexcept {
+  if (!t.record.contains("tensors") || !t.record["tensors"].is_object()) return;
+  for (const auto& [role, src] : t.record["tensors"].items()) {
+    // The float layouts record {name, dtype, shape}, the integer ones the name alone.
+    const nlohmann::json* n = src.is_object() && src.contains("name") ? &src["name"] : &src;
+    if (!n->is_string()) continue;
+    try {
+      const tensor_view v = m_files.get(n->get<std::string>());
+      if (!v.owner) continue;
+      const auto at = static_cast<std::size_t>(v.bytes.data() - v.owner->bytes().data());
+      v.owner->release_pages(at, v.bytes.size());
+    } catch (...) {  // advice only: a tensor that cannot be opened again keeps its pages
+    }
+  }
+}
+
 release_slab release::decode_rows(const release_tensor& t, std::int64_t r0,
                                   std::int64_t r1) const {
   const auto it = std::find_if(m_tensors.begin(), m_tensors.end(), [&](const release_tensor& x) {

@@ -181,6 +181,8 @@ attention_output read_attention_output(const std::string& o_path,
       std::copy_n(lse_all.begin() + static_cast<std::ptrdiff_t>(r * hq), hq,
                   out.lse.begin() + static_cast<std::ptrdiff_t>(i * hq));
   }
+  count_unreturned_nonfinite(out, static_cast<std::int64_t>(bt), [&](std::size_t i) { return o_all[i]; },
+                             [&](std::size_t i) { return lse_all[i]; });
   return out;
 }
 

@@ -105,6 +105,10 @@ class release {
   // data found while decoding, or on r0/r1 off the row_align grid.
   [[nodiscard]] release_slab decode_rows(const release_tensor& t, std::int64_t r0,
                                          std::int64_t r1) const;
+  // Hands the pages of t's stored tensors back to the kernel (they stay readable: a later
+  // decode faults them in again), so a pass over many weights holds one weight's pages at a
+  // time instead of the whole mapped release.
+  void release_pages(const release_tensor& t) const noexcept;
 
  private:
   release(checkpoint files) : m_files(std::move(files)) {}
