@@ -91,6 +91,8 @@ def _to_torch(a, dtype, device):
 def _adapter(kernel, kernel_inputs, device):
     """kernel(q, k, v, case) -> o | (o, lse), as the binding's (q, k, v, case.json text) ->
     (o float64 flat, lse float64 flat or None)."""
+    if not callable(kernel):
+        raise TypeError(f"kernel: expected a callable (q, k, v, case) -> o or (o, lse), got {type(kernel).__name__}")
     if kernel_inputs not in ("numpy", "torch"):
         raise ValueError(f"kernel_inputs: expected 'numpy' or 'torch', got {kernel_inputs!r}")
 

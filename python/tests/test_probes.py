@@ -188,3 +188,10 @@ def test_cli_exec_nan_in_an_unsampled_row_is_a_finding(cli, tmp_path):
     nf = json.loads(p.stdout)["result"]["nonfinite"]
     assert nf["nan"] == 1 and nf["total"] == 1
     assert nf["rows_unsampled"] == 1 and sum(nf["rows_by_kind"].values()) == 0  # row 500 was not sampled
+
+
+def test_a_kernel_that_is_no_callable_is_refused_before_any_work():
+    with pytest.raises(TypeError, match="kernel: expected a callable"):
+        numprobe.drift(42, seq="64..128", **SMALL)
+    with pytest.raises(TypeError, match="kernel: expected a callable"):
+        numprobe.audit("not a kernel", seq=128, **SMALL)
