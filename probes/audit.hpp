@@ -77,6 +77,13 @@ struct audit_result {
 // The failing classes' names.
 [[nodiscard]] std::vector<std::string> failing_classes(const std::vector<audit_class>& classes);
 
+// The audit's exit code (`numprobe audit`, numprobe.audit): a failing class is a finding (1);
+// with none, a case the backend could not run leaves the audit incomplete (3); else 0.
+[[nodiscard]] inline int audit_exit_code(const audit_result& r) {
+  if (!failing_classes(r.classes).empty()) return 1;
+  return r.errors.empty() ? 0 : 3;
+}
+
 [[nodiscard]] nlohmann::json to_json(const audit_class& c);
 [[nodiscard]] nlohmann::json to_json(const audit_result& r, bool with_seconds = true);
 // The result model: a gate per applicable class (held unless it fails), the classes and errors

@@ -100,4 +100,11 @@ struct drift_result {
 // boundaries, the points table, the full-precision data table (CSV) and to_json(r) as details.
 void fill_result(const drift_result& r, const drift_options& o, result::check_result& out);
 
+// A drift command's document, for every front end (`numprobe drift`, numprobe.drift in Python):
+// fill_result plus the backend's name and metadata, the base case, the bounds and the verdict.
+// Returns the command's exit code: 3 when a point's backend failed (above a breach), 1 for a
+// breach or a NaN point, else 0.
+[[nodiscard]] int fill_command_result(const drift_result& r, const drift_options& o,
+                                      const attention_provider& provider, result::check_result& out);
+
 }  // namespace numprobe::probes

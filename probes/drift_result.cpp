@@ -189,4 +189,15 @@ void fill_result(const drift_result& r, const drift_options& o, result::check_re
   out.details = to_json(r);
 }
 
+int fill_command_result(const drift_result& r, const drift_options& o, const attention_provider& provider,
+                        result::check_result& out) {
+  fill_result(r, o, out);
+  out.details["backend"] = {{"name", provider.name()}, {"metadata", provider.metadata()}};
+  out.details["base_case"] = o.base.id();
+  out.details["bounds"] = nlohmann::json::array();
+  for (const auto& b : o.bounds) out.details["bounds"].push_back(b.text());
+  out.details["pass"] = !r.gated_breach;
+  return !r.point_errors.empty() ? 3 : r.gated_breach ? 1 : 0;
+}
+
 }  // namespace numprobe::probes

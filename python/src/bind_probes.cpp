@@ -236,15 +236,8 @@ run_handle drift(nb::object call, const std::string& name, const nb::dict& field
   return without_gil([&] {
     auto prov = make_attention_provider(po);
     const auto r = probes::run_drift(*prov, o);
-    // As `numprobe drift`: a point whose kernel failed is exit 3, above a breach (1).
-    const int code = !r.point_errors.empty() ? 3 : r.gated_breach ? 1 : 0;
     result::check_result c;
-    probes::fill_result(r, o, c);
-    c.details["backend"] = {{"name", prov->name()}, {"metadata", prov->metadata()}};
-    c.details["base_case"] = o.base.id();
-    c.details["bounds"] = nlohmann::json::array();
-    for (const auto& b : o.bounds) c.details["bounds"].push_back(b.text());
-    c.details["pass"] = !r.gated_breach;
+    const int code = probes::fill_command_result(r, o, *prov, c);  // as `numprobe drift`
     return command_result("drift", o.base.seed, std::move(c), code);
   });
 }
@@ -268,9 +261,7 @@ run_handle audit(nb::object call, const std::string& name, const nb::dict& field
   o.provider.tile = tile_of(tq, tk);
   return without_gil([&] {
     const auto r = probes::run_audit(o);
-    // As `numprobe audit`: a failing class is a finding (1); else a case the kernel could not
-    // run leaves the audit incomplete (3).
-    const int code = !probes::failing_classes(r.classes).empty() ? 1 : r.errors.empty() ? 0 : 3;
+    const int code = probes::audit_exit_code(r);  // as `numprobe audit`
     result::check_result c;
     probes::fill_result(r, c);
     return command_result("audit", o.base.seed, std::move(c), code);

@@ -53,15 +53,8 @@ void setup_drift(CLI::App& app) {
     const auto r = sweep ? probes::run_drift_decode_sweep(po, lists.splits, lists.page_sizes, o)
                          : probes::run_drift(*prov, o);
     bar.finish();
-    // A point whose backend failed is exit 3 (backend failed), above a breach.
-    exit_status() = !r.point_errors.empty() ? 3 : r.gated_breach ? 1 : 0;
     result::check_result c;
-    probes::fill_result(r, o, c);
-    c.details["backend"] = {{"name", prov->name()}, {"metadata", prov->metadata()}};
-    c.details["base_case"] = o.base.id();
-    c.details["bounds"] = nlohmann::json::array();
-    for (const auto& b : o.bounds) c.details["bounds"].push_back(b.text());
-    c.details["pass"] = !r.gated_breach;
+    exit_status() = probes::fill_command_result(r, o, *prov, c);
     write_command_reports(f.out, "drift", o.base.seed, std::move(c), exit_status());
   });
 }
