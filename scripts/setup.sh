@@ -3,7 +3,9 @@
 # packages already present are skipped, so a second run is quick. Needs root (or sudo) for apt.
 #   scripts/setup.sh          what scripts/run.sh needs to build the numprobe CLI: a compiler,
 #                             cmake, ninja and the declared -dev header packages
-#   scripts/setup.sh --test   that, plus what only the tests and CI use (scripts/test.sh)
+#   scripts/setup.sh --test   that, plus what only the tests and CI use (scripts/test.sh): the
+#                             Python packages pinned in requirements-test.txt, in the test venv
+#                             ${NUMPROBE_VENV:-.venv} (scripts/python_setup.sh)
 set -euo pipefail
 
 with_tests=0
@@ -19,7 +21,7 @@ esac
 debs=(cmake ninja-build g++ python3
       libcli11-dev libeigen3-dev libboost-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev)
 if [ "$with_tests" = 1 ]; then
-  debs+=(git pkg-config python3-pip
+  debs+=(git pkg-config python3-pip python3-venv
          googletest libgtest-dev  # the test binaries
          clang libomp-dev  # CI's sanitizer + libFuzzer build (clang's OpenMP is libomp)
          chromium)  # headless render test of the HTML report (tests/reports)
@@ -41,12 +43,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python peers for the oracle tests only (the product is C++).
-if [ "$with_tests" = 1 ] && ! python3 -c 'import numpy, ml_dtypes' 2>/dev/null; then
-  echo "setup: installing numpy ml_dtypes"
-  python3 -m pip install -q numpy ml_dtypes 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages numpy ml_dtypes
-fi
-# The Python package's build and test tools (nanobind, scikit-build-core, pytest).
-if [ "$with_tests" = 1 ]; then "$(dirname "$0")/python_setup.sh"; fi
+# The oracle peers (numpy, ml_dtypes) and the Python package's build and test tools, pinned,
+# in the test venv: requirements-test.txt, the one list the tests read.
+if [ "$with_tests" = 1 ]; then "$(dirname "$0")/python_setup.sh" >/dev/null; fi
 echo "setup: dependencies ready$([ "$with_tests" = 1 ] && echo ' (with the test tools)')"

@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
-scripts/build.sh
+# The tests that run Python (the oracles, the exec kernels) use the test venv's interpreter, so
+# they meet the pinned numpy and ml_dtypes (requirements-test.txt) and nothing else.
+scripts/build.sh -DPython3_EXECUTABLE="$(scripts/python_setup.sh)"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
 # The Python package (python/): built into a venv against this tree, its pytest suite and the
 # examples in examples/python (numpy only).

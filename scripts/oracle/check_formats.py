@@ -4,28 +4,32 @@
 It generates seeded inputs, runs tests/formats/oracle_dump (our codecs) on them, and compares:
   1. decode of every code of every 4/6/8-bit format (and every bf16/f16 code) with ml_dtypes
      (numpy for f16; numpy's sign extension for the integers);
-  2. RNE encode from float32 inputs with ml_dtypes' own cast (numpy for f16/f32; for tf32 an
-     independent numpy bit-manipulation rounding written here);
-  3. RNE encode from float64 inputs with an exact integer rounding written here (ml_dtypes
-     casts float64 through float32, a double rounding, so it is not the oracle for float64
-     inputs; the exact value found here is mapped to a code by ml_dtypes, and the exact
-     rounding itself is first checked against ml_dtypes on every float32 input);
+  2. RNE encode from float32 inputs, and from the same values as float64 (float64 values exact
+     in float32), with ml_dtypes' own cast (numpy for f16/f32; for tf32 an independent numpy
+     bit-manipulation rounding written here): a single rounding in every ml_dtypes version;
+  3. RNE encode from arbitrary float64 inputs with an exact integer rounding written here (its
+     result mapped to a code by ml_dtypes; the exact rounding is first checked against
+     ml_dtypes on every float32 input), and, where the pinned ml_dtypes rounds float64 once
+     (0.7.0 and later, measured here on every input), with ml_dtypes' float64 cast itself;
   4. the saturate policy and toward-zero against the same exact rounding, clamped.
 Inputs: >= 2^20 seeded random values per format and input type spanning every binade from
 below the smallest subnormal to beyond max, every midpoint between adjacent codes (ties), and
 each tie and code nudged by one input ulp either way, plus zeros, infinities and NaNs.
 
-ml_dtypes conventions (0.6) this establishes, and that numprobe follows by default:
-  e4m3fn/e4m3fnuz/e5m2fnuz overflow and +-inf -> NaN (e4m3fn keeps the sign: 0x7F/0xFF;
-  fnuz: 0x80); e5m2, bf16, f16 -> +-inf; fp6/fp4 saturate to +-max (also for +-inf) and give
-  a zero of the NaN's sign for NaN; e8m0: NaN, zero and negatives -> 0xFF, positive values
-  below 2^-127 -> 0x00, ties round up to the larger power of two, 2^128 and inf -> 0xFF.
-Deliberate differences: numprobe rounds float64 exactly (ml_dtypes double-rounds through
-float32, so e.g. e4m3fn(1.0625 + 2^-40) is 0x39 for us and 0x38 for ml_dtypes, and e8m0(1e-300)
-is 0x00 for us and 0xFF for ml_dtypes); integers round to nearest even and saturate (ml_dtypes'
-int4 cast truncates and wraps), so they are checked against numpy clip(rint(x)).
+The peers' versions are pinned (requirements-test.txt, scripts/oracle/pins.py): the first line
+names them, and another version is refused. ml_dtypes conventions, which numprobe follows by
+default: e4m3fn/e4m3fnuz/e5m2fnuz overflow and +-inf -> NaN (e4m3fn keeps the sign: 0x7F/0xFF;
+fnuz: 0x80); e5m2, bf16, f16 -> +-inf; fp6/fp4 saturate to +-max (also for +-inf) and give a
+zero of the NaN's sign for NaN; e8m0: NaN, zero and negatives -> 0xFF, positive values below
+2^-127 -> 0x00, ties round up to the larger power of two, 2^128 and inf -> 0xFF.
+ml_dtypes before 0.7.0 rounded float64 through float32 (a double rounding: e2m1(-3.4999999999999996)
+is 0xe there, 0xd correctly rounded; e8m0(8.816207631167155e-39) 0x1 there, 0x0 nearer) and
+rounded float32 subnormals in (2^-127, 2^-126) up to e8m0 0x01; numprobe is correctly rounded in
+both places (docs/oracles.md). Integers round to nearest even and saturate (ml_dtypes' int4 cast
+truncates and wraps), so they are checked against numpy clip(rint(x)).
 
-Exit 0 when everything matches, 1 on a mismatch, 77 when numpy or ml_dtypes is missing.
+Exit 0 when everything matches, 1 on a mismatch, 2 when a peer is not the pinned version (or is
+missing under CI), 77 when a peer is missing elsewhere.
 """
 import argparse
 import os
@@ -33,12 +37,12 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import numpy as np
-    import ml_dtypes as mld
-except ImportError as exc:  # no oracle to compare with: skipped, not passed
-    print(f"check_formats: skipped, {exc}")
-    sys.exit(77)
+import pins
+
+np, mld = pins.require("check_formats", ("numpy", "numpy"), ("ml_dtypes", "ml_dtypes"))
+# ml_dtypes 0.7.0 rounds a float64 once (jax-ml/ml_dtypes#401); earlier versions go through
+# float32 first, and round float32 subnormals up to e8m0 0x01. Both measured below, not assumed.
+MLD_F64_SINGLE_ROUNDING = pins.version_tuple(mld.__version__) >= (0, 7)
 
 np.seterr(all="ignore")  # overflow to inf and NaN comparisons are the point here
 
@@ -303,10 +307,10 @@ def check_encode(dump, n_random):
         ours32 = dump.encode(fmt, x32)
         x32d = x32.astype(np.float64)
         exact32 = codes_of(fmt, reference_value(fmt, x32d))
-        if fmt == "e8m0":
-            # ml_dtypes rounds float32 subnormals in (2^-127, 2^-126) up to 2^-126 (0x01) even
-            # when they are nearer 2^-127 (1.03 * 2^-127 -> 0x01): a known deviation, so those
-            # inputs are judged by the exact rounding alone.
+        if fmt == "e8m0" and not MLD_F64_SINGLE_ROUNDING:
+            # ml_dtypes < 0.7 rounds float32 subnormals in (2^-127, 2^-126) up to 2^-126 (0x01)
+            # even when they are nearer 2^-127 (1.03 * 2^-127 -> 0x01): those inputs are judged
+            # by the exact rounding alone.
             dev = (x32d > 2.0 ** -127) & (x32d < 2.0 ** -126)
             count("(info) ml_dtypes e8m0 f32-subnormal inputs judged by exact rounding only",
                   np.count_nonzero(dev))
@@ -315,6 +319,13 @@ def check_encode(dump, n_random):
             x32, x32d, ours32, exact32 = x32[~dev], x32d[~dev], ours32[~dev], exact32[~dev]
         ref32 = oracle_codes_f32(fmt, x32)
         compare(f"encode rne f32->{fmt}", x32, ours32, ref32)
+        # The same values as float64 (exact in float32): ml_dtypes' float64 cast rounds them
+        # once in every version, so it is the oracle for our float64 path too.
+        if t is not None and fmt not in ("f32", "f16"):
+            with np.errstate(over="ignore", invalid="ignore"):
+                ref32d = x32d.astype(t).view(np.uint16 if bits == 16 else np.uint8)
+            compare(f"encode rne f64 (exact in f32)->{fmt} vs ml_dtypes", x32d,
+                    dump.encode(fmt, x32d), ref32d.astype(np.uint32))
         # The exact rounding written here must agree with the oracle on every float32 input
         # before it may judge float64 inputs.
         compare(f"exact-rounding self-check {fmt}", x32d, exact32, ref32)
@@ -326,13 +337,21 @@ def check_encode(dump, n_random):
         if t is not None and fmt not in ("f32", "f16"):
             with np.errstate(over="ignore", invalid="ignore"):
                 mld_codes = x64.astype(t).view(np.uint16 if bits == 16 else np.uint8)
-            count(f"(info) ml_dtypes f64->{fmt} double-rounding differences",
-                  np.count_nonzero(mld_codes.astype(np.uint32) != ours64))
-            # Every such difference is ml_dtypes' float64 -> float32 step: its float64 cast
-            # equals its cast of float32(x), input for input.
-            via32 = x64.astype(np.float32).astype(t).view(mld_codes.dtype)
-            compare(f"ml_dtypes f64->{fmt} is its f32 cast", x64, mld_codes.astype(np.uint32),
-                    via32.astype(np.uint32))
+                via32 = x64.astype(np.float32).astype(t).view(mld_codes.dtype)
+            count(f"(info) ml_dtypes f64->{fmt} differs from its f32 cast (double rounding avoided)",
+                  np.count_nonzero(mld_codes != via32))
+            if MLD_F64_SINGLE_ROUNDING:
+                # ml_dtypes >= 0.7 rounds float64 once: its cast is a second, independent
+                # oracle for every float64 input, ties and their one-ulp neighbours included.
+                compare(f"encode rne f64->{fmt} vs ml_dtypes", x64, ours64,
+                        mld_codes.astype(np.uint32))
+            else:
+                # Older ml_dtypes round through float32: count where that differs from us, and
+                # confirm every such difference is that float32 step, input for input.
+                count(f"(info) ml_dtypes f64->{fmt} double-rounding differences",
+                      np.count_nonzero(mld_codes.astype(np.uint32) != ours64))
+                compare(f"ml_dtypes f64->{fmt} is its f32 cast", x64,
+                        mld_codes.astype(np.uint32), via32.astype(np.uint32))
         compare(f"encode rne saturate f64->{fmt}", x64, dump.encode(fmt, x64, "rne", "saturate"),
                 codes_of(fmt, reference_value(fmt, x64, "saturate")))
         if fmt not in ("e4m3fn", "e4m3fnuz", "e5m2fnuz", "e8m0"):
@@ -374,7 +393,8 @@ def main():
         check_decode(dump)
         check_encode(dump, args.random)
         check_round_float(dump, args.random)
-    print(f"ml_dtypes {mld.__version__}, numpy {np.__version__}, seed {SEED}")
+    print(f"ml_dtypes {mld.__version__}, numpy {np.__version__}, seed {SEED}, "
+          f"float64 cast {'single' if MLD_F64_SINGLE_ROUNDING else 'double (through float32)'} rounding")
     for what, n in COUNTS.items():
         print(f"  {what}: {n}")
     if FAILURES:

@@ -10,7 +10,8 @@ the source: pytorch/ao torchao/prototype/mx_formats/nvfp4_tensor.py, nvfp4_quant
 numprobe runs on the same .npy input with --dump; its codes.npy and scales.npy must equal these
 bit for bit. The inputs are random and tie-adversarial (elements on E2M1 midpoints times exact
 block scales, which a division and a reciprocal multiply round apart). Exit 77 when numpy or
-ml_dtypes is missing (ctest: skipped), 1 on a mismatch.
+ml_dtypes is missing (ctest: skipped; exit 2 under CI), 2 when either is not the pinned version
+(requirements-test.txt), 1 on a mismatch.
 """
 import argparse
 import os
@@ -18,12 +19,9 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import numpy as np
-    import ml_dtypes as mld
-except ImportError:
-    print("numpy/ml_dtypes not importable: no oracle")
-    sys.exit(77)
+import pins
+
+np, mld = pins.require("check_nvfp4_presets", ("numpy", "numpy"), ("ml_dtypes", "ml_dtypes"))
 
 F32 = np.float32
 

@@ -1,5 +1,7 @@
 #pragma once
 // Shared helpers of the bring-your-own-kernel tests: Python availability, paths, temp dirs.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -9,13 +11,17 @@ namespace numprobe::testing {
 
 inline std::string python() { return NUMPROBE_TEST_PYTHON; }
 
-// numpy is all the exec tests need (CI installs it); without it they skip cleanly.
+// numpy is all the exec tests need (scripts/setup.sh --test installs it into the test venv);
+// without it they skip cleanly, except under CI=true, where a missing install step must fail.
 inline bool have_numpy() {
   static const bool ok = [] {
     if (python().empty()) return false;
     const std::string cmd = "'" + python() + "' -c 'import numpy' >/dev/null 2>&1";
     return std::system(cmd.c_str()) == 0;
   }();
+  const char* ci = std::getenv("CI");
+  EXPECT_TRUE(ok || ci == nullptr || std::string(ci) != "true")
+      << "CI=true: '" << python() << "' lacks numpy";
   return ok;
 }
 
