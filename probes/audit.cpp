@@ -1,6 +1,7 @@
 #include "probes/audit.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "probes/bisect.hpp"
@@ -53,8 +54,22 @@ audit_result run_audit(const audit_options& o) {
       r.tile_source = "common sizes";
     }
   }
-  r.classes = run_audit_classes(ctx, base, o.seq_hi, o.quick, r.tile_q, r.tile_k, r.errors);
-  r.healthy = failing_classes(r.classes).empty() && r.errors.empty();
+  r.baseline = run_audit_baseline(ctx, base, r.tile_q, r.tile_k, r.errors, r.unsupported);
+  r.classes = run_audit_classes(ctx, base, o.seq_hi, o.quick, r.tile_q, r.tile_k, r.errors, r.unsupported);
+  if (r.baseline.relative && failing_classes(r.classes).empty()) {
+    // Wrong everywhere, and no class stands out against the absolute bound (its controls break
+    // it too): judge the classes again against twice the kernel's own error level, so that a
+    // mechanism whose probe stands out above it is still named.
+    std::vector<bound> rel = ctx.bounds();
+    rel.front() = *r.baseline.relative;
+    ctx.rebound(std::move(rel));
+    r.baseline.relative_bound = r.baseline.relative->text();
+    std::vector<audit_error> errors, refused;
+    r.classes = run_audit_classes(ctx, base, o.seq_hi, o.quick, r.tile_q, r.tile_k, errors, refused);
+    r.errors.insert(r.errors.end(), errors.begin(), errors.end());
+    r.unsupported.insert(r.unsupported.end(), refused.begin(), refused.end());
+  }
+  r.healthy = r.baseline.verdict == "pass" && failing_classes(r.classes).empty() && r.errors.empty();
   r.trace = ctx.trace();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
@@ -64,11 +79,30 @@ nlohmann::json to_json(const audit_class& c) {
   return {{"name", c.name}, {"verdict", c.verdict}, {"evidence", c.evidence}, {"cases", c.cases}, {"steps", c.steps}};
 }
 
+nlohmann::json to_json(const audit_baseline& b) {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& p : b.points) {
+    nlohmann::json j = {{"case", p.case_id}, {"seq", p.seq}, {"verdict", p.verdict}, {"step", p.step}};
+    if (p.step >= 0) j["value"] = std::isfinite(p.value) ? nlohmann::json(p.value) : nlohmann::json(nullptr);
+    if (!p.message.empty()) j["message"] = p.message;
+    pts.push_back(std::move(j));
+  }
+  nlohmann::json j = {{"verdict", b.verdict}, {"wrong_everywhere", b.wrong_everywhere}, {"points", pts}};
+  if (!b.worst_case.empty())
+    j["worst"] = {{"case", b.worst_case},
+                  {"value", std::isfinite(b.worst_value) ? nlohmann::json(b.worst_value) : nlohmann::json(nullptr)}};
+  if (!b.relative_bound.empty()) j["relative_bound"] = b.relative_bound;
+  return j;
+}
+
 nlohmann::json to_json(const audit_result& r, bool with_seconds) {
   nlohmann::json classes = nlohmann::json::array();
   for (const auto& c : r.classes) classes.push_back(to_json(c));
   nlohmann::json errors = nlohmann::json::array();
   for (const auto& e : r.errors) errors.push_back({{"class", e.klass}, {"case", e.case_id}, {"error", e.message}});
+  nlohmann::json unsupported = nlohmann::json::array();
+  for (const auto& e : r.unsupported)
+    unsupported.push_back({{"class", e.klass}, {"case", e.case_id}, {"reason", e.message}});
   nlohmann::json trace = nlohmann::json::array();
   for (const auto& s : r.trace) trace.push_back(to_json(s, with_seconds));
   nlohmann::json j = {{"provider", r.provider},
@@ -77,9 +111,11 @@ nlohmann::json to_json(const audit_result& r, bool with_seconds) {
                       {"bounds", r.bounds},
                       {"tile", {{"q", r.tile_q}, {"k", r.tile_k}, {"source", r.tile_source}}},
                       {"inferred_tile", to_json(r.inferred)},
+                      {"baseline", to_json(r.baseline)},
                       {"classes", classes},
                       {"failing", failing_classes(r.classes)},
                       {"errors", errors},
+                      {"unsupported", unsupported},
                       {"healthy", r.healthy},
                       {"trace", trace}};
   if (with_seconds) j["seconds"] = r.seconds;
@@ -103,8 +139,24 @@ void add_view(const audit_result& r, result::check_result& out) {
   v.line(fmt::format("tile      {}", tile));
   if (r.inferred.ran) v.line(fmt::format("          inference: {}", tile_text(r.inferred)));
   auto& t = v.add_table({"class", "verdict", "cases"});
+  {
+    const auto& b = r.baseline;
+    t.rows.push_back({"baseline", b.verdict == "fail" ? "FAIL" : b.verdict, std::to_string(b.points.size())});
+  }
   for (const auto& c : r.classes)
     t.rows.push_back({c.name, c.verdict == "fail" ? "FAIL" : c.verdict, std::to_string(c.cases.size())});
+  // The baseline: the case under test at tile-crossing lengths, before any contrast.
+  v.blank();
+  v.line(fmt::format("[{}] baseline{}", r.baseline.verdict == "fail" ? "FAIL" : r.baseline.verdict,
+                     r.baseline.wrong_everywhere ? ": the kernel is wrong everywhere" : ""));
+  for (const auto& p : r.baseline.points)
+    v.line(fmt::format("  - S={}: {}{}", p.seq, p.verdict,
+                       p.step >= 0 ? fmt::format(" ({:.3g}) {}", p.value, p.case_id)
+                                   : fmt::format(" {}: {}", p.case_id, p.message)));
+  if (r.baseline.wrong_everywhere)
+    v.line(fmt::format("  - the bound breaks at every length (worst {:.3g}, {}); the classes are judged against {}",
+                       r.baseline.worst_value, r.baseline.worst_case,
+                       r.baseline.relative_bound.empty() ? std::string("the same bound") : r.baseline.relative_bound));
   // Evidence: failing classes first, then the rest.
   for (const bool failing : {true, false})
     for (const auto& c : r.classes) {
@@ -115,13 +167,34 @@ void add_view(const audit_result& r, result::check_result& out) {
     }
   if (!r.errors.empty()) v.blank();
   for (const auto& e : r.errors) v.line(fmt::format("ERROR  {}  {}: {}", e.klass, e.case_id, e.message));
+  if (!r.unsupported.empty())
+    v.line(fmt::format("unsupported  {} case(s) refused by the kernel (a declared lack of support, not an error)",
+                       r.unsupported.size()));
   const auto failing = failing_classes(r.classes);
   std::string names;
   for (const auto& n : failing) names += (names.empty() ? "" : ", ") + n;
+  std::size_t inconclusive = 0, judged = 0;
+  for (const auto& c : r.classes) {
+    inconclusive += c.verdict == "inconclusive";
+    judged += c.verdict == "pass" || c.verdict == "fail";
+  }
+  std::string verdict;
+  if (r.baseline.wrong_everywhere)
+    verdict = fmt::format("the kernel is wrong everywhere (baseline worst {:.3g} at {}){}", r.baseline.worst_value,
+                          r.baseline.worst_case, failing.empty() ? "" : fmt::format("; {} class(es) fail: {}",
+                                                                                    failing.size(), names));
+  else if (!failing.empty())
+    verdict = fmt::format("{} class(es) fail: {}", failing.size(), names);
+  else if (r.baseline.verdict == "fail")
+    verdict = "the baseline breaks the bound at some lengths, and no class explains it";
+  else if (judged == 0)
+    verdict = "no class could be judged: nothing supports a pass";
+  else if (inconclusive)
+    verdict = fmt::format("no class fails; {} class(es) inconclusive", inconclusive);
+  else
+    verdict = r.errors.empty() ? "healthy: every judged class passes" : "no class fails, but some cases errored";
   v.blank();
-  v.line(fmt::format("verdict   {}", failing.empty() ? (r.errors.empty() ? "healthy: every class passes"
-                                                                         : "no class fails, but some cases errored")
-                                                      : fmt::format("{} class(es) fail: {}", failing.size(), names)));
+  v.line(fmt::format("verdict   {}", verdict));
   v.line(fmt::format("cases     {}", r.trace.size()));
 }
 
@@ -133,13 +206,32 @@ void fill_result(const audit_result& r, result::check_result& out) {
   out.seconds = r.seconds;
   const auto failing = failing_classes(r.classes);
   out.message = fmt::format("tile {}x{} ({}); {}", r.tile_q, r.tile_k, r.tile_source,
-                            r.healthy ? "healthy" : fmt::format("{} class(es) fail, {} case(s) errored",
-                                                                failing.size(), r.errors.size()));
+                            r.healthy ? "healthy"
+                                      : fmt::format("baseline {}{}, {} class(es) fail, {} case(s) errored",
+                                                    r.baseline.verdict,
+                                                    r.baseline.wrong_everywhere ? " (wrong everywhere)" : "",
+                                                    failing.size(), r.errors.size()));
   out.metrics.push_back({"failing_classes", static_cast<double>(failing.size()), "classes", "int"});
   out.metrics.push_back({"errors", static_cast<double>(r.errors.size()), "cases", "int"});
   out.metrics.push_back({"cases", static_cast<double>(r.trace.size()), "cases", "int"});
+  out.metrics.push_back({"unsupported", static_cast<double>(r.unsupported.size()), "cases", "int"});
+  if (r.baseline.verdict != "inconclusive") {
+    // The baseline as a gate: its worst length against the bound (a breach is exit 1).
+    double worst = 0.0;
+    std::string worst_case = r.base_case;
+    for (const auto& p : r.baseline.points)
+      if (p.step >= 0 && (!(p.value <= worst))) {
+        worst = p.value;
+        worst_case = p.case_id;
+      }
+    out.gates.push_back({r.bounds.empty() ? "baseline" : r.bounds.front(), "baseline", worst,
+                         r.baseline.verdict == "pass",
+                         r.baseline.wrong_everywhere ? "the kernel breaks its bound at every baseline length"
+                                                     : "the case under test at tile-crossing lengths",
+                         worst_case});
+  }
   for (const auto& c : r.classes)
-    if (c.verdict != "not-applicable")
+    if (c.verdict == "pass" || c.verdict == "fail")
       out.gates.push_back({c.name, c.name, c.verdict == "fail" ? 1.0 : 0.0, c.verdict != "fail",
                            c.evidence.empty() ? "" : c.evidence.front(), c.cases.empty() ? r.base_case : c.cases.front()});
   add_view(r, out);

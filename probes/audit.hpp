@@ -7,6 +7,7 @@
 // Every measurement is a step of the same re-runnable trace as bisect's.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,12 +18,15 @@
 
 namespace numprobe::probes {
 
-// A class's verdict: "pass" (the probe ran and the kernel held against its control), "fail"
-// (the probe breaks the bound where the control does not), "not-applicable" (the class cannot
-// occur in this kind of case, e.g. sub-byte formats in an attention kernel).
+// A class's verdict: "pass" (at least one discriminating probe and its control were measured and
+// the kernel held), "fail" (the probe breaks the bound where the control does not),
+// "inconclusive" (no probe was measured with its control: cases crashed, timed out or returned
+// bad output; the evidence names them), "not-applicable" (the class cannot occur in this kind
+// of case, e.g. sub-byte formats in an attention kernel, or the kernel declared every case
+// that would show it unsupported).
 struct audit_class {
   std::string name;     // the class's name in NUMERICS.md
-  std::string verdict;  // pass | fail | not-applicable
+  std::string verdict;  // pass | fail | inconclusive | not-applicable
   std::vector<std::string> evidence;  // measured against bound, and the contrasting case
   std::vector<std::string> cases;     // case ids of the probes and controls (trace order)
   std::vector<int> steps;             // their trace indices
@@ -45,6 +49,28 @@ struct audit_error {
   std::string message;
 };
 
+// The plain case at a few tile-crossing lengths against the bound, before any contrast: a
+// kernel that breaks its bound everywhere is a finding in itself (exit 1), and its classes are
+// then judged against its own error level (`relative_bound`), not the absolute bound.
+struct audit_baseline_point {
+  std::string case_id;
+  std::int64_t seq = 0;
+  double value = 0.0;  // the bound's metric
+  std::string verdict;  // holds | breaks | NaN/Inf | error | unsupported
+  std::string message;  // the error or the refusal
+  int step = -1;
+};
+
+struct audit_baseline {
+  std::vector<audit_baseline_point> points;
+  std::string verdict;         // pass | fail | inconclusive
+  bool wrong_everywhere = false;  // every measured length breaks the bound
+  std::string worst_case;
+  double worst_value = 0.0;
+  std::string relative_bound;  // the bound the classes were judged against again ("" if not)
+  std::optional<bound> relative;  // twice the worst baseline error, when wrong everywhere
+};
+
 struct audit_result {
   std::string provider;
   nlohmann::json provider_metadata;
@@ -55,9 +81,11 @@ struct audit_result {
   std::int64_t tile_k = 0;      // the key tile the probes were laid out for (0: common sizes)
   std::int64_t tile_q = 0;
   std::string tile_source;      // kernel | --tile | inferred | common sizes
+  audit_baseline baseline;
   std::vector<audit_class> classes;
   std::vector<audit_error> errors;
-  bool healthy = true;          // no class fails and no case errored
+  std::vector<audit_error> unsupported;  // cases the kernel refused (a declared lack of support)
+  bool healthy = true;          // the baseline holds, no class fails and no case errored
   std::vector<bisect_step> trace;
   double seconds = 0.0;
 };
@@ -72,19 +100,26 @@ struct audit_result {
 // `tile_k`/`tile_q` 0: unknown (probes cross every common tile size).
 [[nodiscard]] std::vector<audit_class> run_audit_classes(bisect_context& ctx, const attention_case& base,
                                                          std::int64_t seq_hi, bool quick, std::int64_t tile_q,
-                                                         std::int64_t tile_k, std::vector<audit_error>& errors);
+                                                         std::int64_t tile_k, std::vector<audit_error>& errors,
+                                                         std::vector<audit_error>& refusals);
+
+// The baseline of run_audit on an existing context (see audit_baseline).
+[[nodiscard]] audit_baseline run_audit_baseline(bisect_context& ctx, const attention_case& base, std::int64_t tile_q,
+                                                std::int64_t tile_k, std::vector<audit_error>& errors,
+                                                std::vector<audit_error>& refusals);
 
 // The failing classes' names.
 [[nodiscard]] std::vector<std::string> failing_classes(const std::vector<audit_class>& classes);
 
-// The audit's exit code (`numprobe audit`, numprobe.audit): a failing class is a finding (1);
-// with none, a case the backend could not run leaves the audit incomplete (3); else 0.
-[[nodiscard]] inline int audit_exit_code(const audit_result& r) {
-  if (!failing_classes(r.classes).empty()) return 1;
-  return r.errors.empty() ? 0 : 3;
-}
+// The audit's exit code (`numprobe audit`, numprobe.audit): a failing class or a failing
+// baseline is a finding (1); otherwise a class left inconclusive by a case the backend could
+// not run (a crash, a timeout, bad output) makes the audit incomplete (3); a kernel that refused
+// every case (nothing judged, nothing crashed) gives 2, since no evidence is never a pass; else
+// 0. Refused cases are declared unsupported, not errors: they never make the exit code 3.
+[[nodiscard]] int audit_exit_code(const audit_result& r);
 
 [[nodiscard]] nlohmann::json to_json(const audit_class& c);
+[[nodiscard]] nlohmann::json to_json(const audit_baseline& b);
 [[nodiscard]] nlohmann::json to_json(const audit_result& r, bool with_seconds = true);
 // The result model: a gate per applicable class (held unless it fails), the classes and errors
 // as tables, every case as the trace, and to_json(r) as details.

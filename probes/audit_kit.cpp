@@ -10,17 +10,20 @@
 
 namespace numprobe::probes::audit_kit {
 
-measured runner::run(audit_class& k, const attention_case& c, const std::string& change,
-                     const provider_options* po) {
+measured runner::run_once(audit_class& k, const attention_case& c, const std::string& change,
+                          const provider_options& po) {
   measured m;
   m.ran = true;
   m.case_id = c.id();
   try {
-    const auto& s = m_ctx.evaluate("audit", c, po ? *po : m_po, fmt::format("{}: {}", k.name, change));
+    const auto& s = m_ctx.evaluate("audit", c, po, fmt::format("{}: {}", k.name, change));
     m.step = s;
     m_ctx.trace().back().decision = s.nan_count ? fmt::format("NaN/Inf x{}", s.nan_count)
                                                 : (s.failed ? "fails" : "passes");
     k.steps.push_back(s.index);
+  } catch (const unsupported_case& e) {
+    m.error = m.refused = true;
+    m.message = e.reason();
   } catch (const error& e) {
     if (e.code() != exit_code::m_backend) throw;
     m.error = true;
@@ -28,6 +31,24 @@ measured runner::run(audit_class& k, const attention_case& c, const std::string&
     m_errors.push_back({k.name, m.case_id, m.message});
   }
   k.cases.push_back(m.case_id);
+  return m;
+}
+
+measured runner::run(audit_class& k, const attention_case& c, const std::string& change,
+                     const provider_options* po) {
+  const provider_options& p = po ? *po : m_po;
+  measured m = run_once(k, c, change, p);
+  if (m.refused && c.mask == mask_kind::m_none && c.queries <= c.seq) {
+    attention_case causal = c;
+    causal.mask = mask_kind::m_causal;
+    const std::string note = fmt::format("the kernel refuses cases without a mask (\"{}\"): the probes run causal "
+                                         "(bottom-right)", m.message);
+    if (std::find(k.evidence.begin(), k.evidence.end(), note) == k.evidence.end()) k.evidence.push_back(note);
+    measured again = run_once(k, causal, change + " [causal: mask=none refused]", p);
+    if (!again.refused) return again;
+    m = again;
+  }
+  if (m.refused) m_refusals.push_back({k.name, m.case_id, m.message});
   return m;
 }
 
@@ -66,6 +87,18 @@ attention_case family(const attention_case& base, const layout& L, std::int64_t 
   return c;
 }
 
-void verdict(audit_class& k, bool fail) { k.verdict = fail ? "fail" : "pass"; }
+void verdict(audit_class& k, bool fail, bool judged) {
+  if (fail) {
+    k.verdict = "fail";
+    return;
+  }
+  if (judged) {
+    k.verdict = "pass";
+    return;
+  }
+  // run_audit_classes turns this into not-applicable when every case that did not run was
+  // refused, and lists the cases that did not run.
+  k.verdict = "inconclusive";
+}
 
 }  // namespace numprobe::probes::audit_kit

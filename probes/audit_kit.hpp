@@ -21,10 +21,12 @@ inline constexpr std::int64_t k_unknown_quantum = 768;
 
 struct measured {
   bool ran = false;
-  bool error = false;
+  bool error = false;    // no measurement: the backend failed, or refused the case
+  bool refused = false;  // the kernel declared the case unsupported (error is set too)
   std::string message;
   std::string case_id;
   bisect_step step;
+  [[nodiscard]] bool ok() const { return ran && !error; }  // a measurement exists
   [[nodiscard]] bool failed() const { return ran && !error && step.failed; }
   [[nodiscard]] bool passed() const { return ran && !error && !step.failed; }
   [[nodiscard]] bool nonfinite() const { return ran && !error && step.nan_count > 0; }
@@ -34,12 +36,15 @@ class runner {
  public:
   // `po`: the provider the class probes run on (the kernel under test, with any fp8 points
   // restored: they are the fp8 class's to judge, and their rounding would blur the others).
-  runner(bisect_context& ctx, std::vector<audit_error>& errors, provider_options po)
-      : m_ctx(ctx), m_errors(errors), m_po(std::move(po)) {}
+  runner(bisect_context& ctx, std::vector<audit_error>& errors, std::vector<audit_error>& refusals,
+         provider_options po)
+      : m_ctx(ctx), m_errors(errors), m_refusals(refusals), m_po(std::move(po)) {}
   [[nodiscard]] const provider_options& default_po() const { return m_po; }
 
   // One case as a step of the trace, recorded in the class; a backend error is recorded in the
-  // audit's errors and the class goes on.
+  // audit's errors, a refusal (unsupported_case) in its refusals, and the class goes on. A case
+  // without a mask that the kernel refuses runs again causal (bottom-right): kernels that only
+  // implement causal attention still get every class that causal rows can show.
   measured run(audit_class& k, const attention_case& c, const std::string& change,
                const provider_options* po = nullptr);
   [[nodiscard]] std::string describe(const measured& m) const;
@@ -47,8 +52,12 @@ class runner {
   bisect_context& ctx() { return m_ctx; }
 
  private:
+  measured run_once(audit_class& k, const attention_case& c, const std::string& change,
+                    const provider_options& po);
+
   bisect_context& m_ctx;
   std::vector<audit_error>& m_errors;
+  std::vector<audit_error>& m_refusals;
   provider_options m_po;
 };
 
@@ -72,7 +81,11 @@ struct layout {
 [[nodiscard]] attention_case family(const attention_case& base, const layout& L, std::int64_t seq, input_dist d,
                                     mask_kind m = mask_kind::m_none);
 
-void verdict(audit_class& k, bool fail);
+// The class's verdict from its contrast (`fail`) and whether its evidence exists (`judged`: at
+// least one discriminating probe and its control measured). Not judged: not-applicable when
+// every case that did not run was refused by the kernel, else inconclusive; the evidence then
+// names the cases that did not run and why.
+void verdict(audit_class& k, bool fail, bool judged);
 
 // Softmax state and merge (audit_state_classes.cpp).
 [[nodiscard]] audit_class empty_split(runner& r, const attention_case& base, const layout& L);

@@ -68,7 +68,7 @@ audit_class accumulation(runner& r, const attention_case& base, const layout& L)
     const auto up = r.run(k, c, "disabled: running state (s, p, m, l, o) held in f64", &po);
     k.evidence.push_back(fmt::format("with the running state in f64: {}", r.describe(up)));
   }
-  verdict(k, fail);
+  verdict(k, fail, comparable);
   return k;
 }
 
@@ -97,13 +97,15 @@ audit_class index_threshold(runner& r, const attention_case& base, const layout&
   std::size_t fails = 0;
   for (const auto& a : above) fails += steps(a) ? 1 : 0;
   const bool fail = fails >= 2;
+  bool judged = false;
+  for (const auto& a : above) judged = judged || (a.ok() && below.passed());
   for (const auto& a : above)
     k.evidence.push_back(fmt::format("{}{}", r.describe(a),
                                      steps(a) ? fmt::format(" (step {} over the control)",
                                                             factor_text(a.step.rel_rms, below.step.rel_rms))
                                               : ""));
   k.evidence.push_back(fmt::format("below the threshold (control): {}", r.describe(below)));
-  verdict(k, fail);
+  verdict(k, fail, judged);
   return k;
 }
 
@@ -184,7 +186,8 @@ audit_class tail_tile(runner& r, const attention_case& base, const layout& L) {
                              : fmt::format("{} of {} lengths fail, but not on a tile pattern (not this class)", n_fail,
                                            failed.size()));
   }
-  verdict(k, fail);
+  // Judged on at least a multiple and its two neighbours (the pattern needs both kinds).
+  verdict(k, fail, failed.size() >= 3);
   return k;
 }
 

@@ -53,6 +53,8 @@ audit_class empty_split(runner& r, const attention_case& base, const layout& L) 
                            "causal T=S: early rows leave later key blocks (splits) empty"));
   }
   bool fail = false;
+  bool judged = false;
+  for (const auto& p : probes) judged = judged || (p.ok() && control.ok() && !control.nonfinite());
   for (const auto& p : probes) {
     if (p.nonfinite() && !control.nonfinite() && control.ran && !control.error) {
       fail = true;
@@ -64,7 +66,7 @@ audit_class empty_split(runner& r, const attention_case& base, const layout& L) 
     k.evidence.push_back(fmt::format("no NaN/Inf in fully masked rows, window edges or empty key blocks ({} probes); "
                                      "control {}", probes.size(), r.describe(control)));
   }
-  verdict(k, fail);
+  verdict(k, fail, judged);
   return k;
 }
 
@@ -83,7 +85,9 @@ audit_class finite_sentinel(runner& r, const attention_case& base, const layout&
   // A healthy kernel with fp32 scores loses a few percent at -1e6, far from a collapse.
   const measured& small = shifts.front().second;
   bool fail = false;
+  bool judged = false;
   if (small.ran && !small.error && !small.nonfinite() && small.step.rel_rms < 0.1) {
+    for (std::size_t i = 1; i < shifts.size(); ++i) judged = judged || shifts[i].second.ok();
     for (std::size_t i = 1; i < shifts.size(); ++i) {
       const measured& m = shifts[i].second;
       if (!m.ran || m.error) continue;
@@ -103,7 +107,7 @@ audit_class finite_sentinel(runner& r, const attention_case& base, const layout&
     k.evidence.push_back(fmt::format("the -1e3 control does not hold (rel_rms >= 0.1 or NaN): {}; no sentinel "
                                      "contrast possible", r.describe(small)));
   }
-  verdict(k, fail);
+  verdict(k, fail, judged);
   return k;
 }
 
@@ -116,7 +120,10 @@ audit_class rescale_frame(runner& r, const attention_case& base, const layout& L
   // Second control: flat logits spread the mass over every key as rescale stress does, with a
   // row max that never rises. A reduction or accumulation bug fails it too; a rescale bug cannot.
   const auto flat = r.run(k, family(base, L, s, input_dist::m_flat), "control: flat logits, the max never rises");
-  const bool fail = contrast(rs, mf) && contrast(rs, flat);
+  // Judged when the probe and at least one control were measured; it fails when it contrasts
+  // with every control that was measured.
+  const bool judged = rs.ok() && (mf.passed() || flat.passed());
+  const bool fail = judged && (!mf.ok() || contrast(rs, mf)) && (!flat.ok() || contrast(rs, flat));
   k.evidence.push_back(fmt::format("rescale stress {}; max first {}; flat {}", r.describe(rs), r.describe(mf),
                                    r.describe(flat)));
   if (rs.ran && mf.ran && !rs.error && !mf.error)
@@ -131,7 +138,7 @@ audit_class rescale_frame(runner& r, const attention_case& base, const layout& L
     k.evidence.push_back(fmt::format("disabled: the rescale forced on every tile {} the error ({:.3g} -> {:.3g})",
                                      m.removes ? "removes" : "does not remove", m.before, m.after));
   }
-  verdict(k, fail);
+  verdict(k, fail, judged);
   return k;
 }
 

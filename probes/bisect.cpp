@@ -45,8 +45,8 @@ bisect_result run_bisect(const bisect_options& o) {
     tile_shape kt = ctx.tiles();
     if (!kt.known() && !r.inferred_tile.ran) r.inferred_tile = infer_tile(ctx.provider(), base);
     if (!kt.known() && r.inferred_tile.known()) kt = {r.inferred_tile.q, r.inferred_tile.k};
-    std::vector<audit_error> errors;
-    r.family_sweep = run_audit_classes(ctx, base, o.seq_hi, true, kt.q, kt.k, errors);
+    std::vector<audit_error> errors, refused;  // a refused case is skipped
+    r.family_sweep = run_audit_classes(ctx, base, o.seq_hi, true, kt.q, kt.k, errors, refused);
     r.family_sweep_ran = true;
     r.candidates = failing_classes(r.family_sweep);
     if (r.candidates.empty()) r.classification = "no failure";

@@ -56,6 +56,9 @@ class bisect_context {
   // restored). Tiles and knobs are read from it from then on.
   void rebase(provider_options po) { m_base = std::move(po); }
   [[nodiscard]] const std::vector<bound>& bounds() const { return m_bounds; }
+  // Later steps are judged against `b` (audit: relative to the baseline of a kernel that breaks
+  // its bound everywhere).
+  void rebound(std::vector<bound> b) { m_bounds = std::move(b); }
   [[nodiscard]] const std::vector<bisect_step>& trace() const { return m_trace; }
   [[nodiscard]] std::vector<bisect_step>& trace() { return m_trace; }
   // Tiles of the provider under test ({0,0}: opaque).

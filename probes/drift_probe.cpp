@@ -105,6 +105,11 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
     attention_point p;
     try {
       p = run_attention_point(provider, c, probe);
+    } catch (const unsupported_case& e) {
+      // The kernel declares this length unsupported: listed, not an error, and skipped.
+      r.unsupported_points.push_back({c.seq, c.id(), e.reason()});
+      if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
+      continue;
     } catch (const error& e) {
       if (e.code() != exit_code::m_backend) throw;
       r.point_errors.push_back({c.seq, c.id(), e.what()});
@@ -214,6 +219,7 @@ drift_result run_drift_decode_sweep(const provider_options& po, const std::vecto
         all.breaches.push_back(b);
       }
       for (auto& e : r.point_errors) all.point_errors.push_back(e);
+      for (auto& e : r.unsupported_points) all.unsupported_points.push_back(e);
       for (auto& pt : r.points) {
         all.points.push_back(std::move(pt));
         all.point_series.push_back(all.series.size());
@@ -256,6 +262,9 @@ nlohmann::json to_json(const drift_result& r) {
   nlohmann::json errors = nlohmann::json::array();
   for (const auto& e : r.point_errors)
     errors.push_back({{"seq", e.seq}, {"case", e.case_id}, {"error", e.message}});
+  nlohmann::json unsupported = nlohmann::json::array();
+  for (const auto& e : r.unsupported_points)
+    unsupported.push_back({{"seq", e.seq}, {"case", e.case_id}, {"reason", e.message}});
   nlohmann::json series = nlohmann::json::array();
   for (const auto& s : r.series)
     series.push_back({{"splits", s.splits},
@@ -300,6 +309,7 @@ nlohmann::json to_json(const drift_result& r) {
           {"nan_points", r.nan_points},
           {"breaches", breaches},
           {"point_errors", errors},
+          {"unsupported_points", unsupported},
           {"tile_pattern", r.tile_pattern},
           {"inferred_tile", to_json(r.inferred_tile)},
           {"seconds", r.seconds}};

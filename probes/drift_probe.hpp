@@ -71,6 +71,9 @@ struct drift_result {
   metrics::growth_fit growth;
   std::vector<drift_breach> breaches;  // point and growth breaches of the bounds
   std::vector<drift_point_error> point_errors;  // backend failures (exit 3), other points ran
+  // Points the kernel refused (unsupported_case: exit 77, UNSUPPORTED, NotImplementedError, a
+  // plugin's STATUS_UNSUPPORTED): listed and skipped, not errors; message is the reason.
+  std::vector<drift_point_error> unsupported_points;
   std::int64_t nan_points = 0;
   // Where the breaching points sit relative to the key tile: "none", "multiples" (all at
   // S = k*Bk), "non-multiples" (all at S != k*Bk: partial tail tiles), "mixed", "unknown-tile".

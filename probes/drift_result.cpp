@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "numprobe/base/error.hpp"
+
 #include "numprobe/core/result_gates.hpp"
 #include "probes/drift_probe.hpp"
 
@@ -96,6 +98,8 @@ void add_view(const drift_result& r, const drift_options& o, result::check_resul
   if (r.nan_points) v.line(fmt::format("NaN/Inf   {} points hold NaN or Inf in the output", r.nan_points));
   for (const auto& e : r.point_errors)  // backend failures: the sweep went on without them
     v.line(fmt::format("ERROR     seq {}: {}", e.seq, e.message));
+  for (const auto& e : r.unsupported_points)  // declared refusals: skipped, not errors
+    v.line(fmt::format("UNSUPPORTED seq {}: {}", e.seq, e.message));
   // One line per bound: how many points break it, the first, and the worst.
   std::vector<std::string> order;
   for (const auto& b : r.breaches)
@@ -197,6 +201,10 @@ int fill_command_result(const drift_result& r, const drift_options& o, const att
   out.details["bounds"] = nlohmann::json::array();
   for (const auto& b : o.bounds) out.details["bounds"].push_back(b.text());
   out.details["pass"] = !r.gated_breach;
+  // Nothing measured because the kernel refused every point: no evidence, and not a crash.
+  if (r.points.empty() && r.point_errors.empty() && !r.unsupported_points.empty())
+    throw_input_error("--backend", fmt::format("the kernel declares every point of this sweep unsupported ({}): "
+                                               "nothing was measured", r.unsupported_points.front().message));
   return !r.point_errors.empty() ? 3 : r.gated_breach ? 1 : 0;
 }
 

@@ -11,11 +11,37 @@ and reads back
   lse.npy     [B*T, Hq]     optional; natural log; -inf for a fully masked row (with o = 0)
 With batch B > 1 the batch is concatenated along the first axis: row b*T + t, key b*S + s.
 Only numpy is needed here.
+
+A kernel that does not implement a case (a mask, T > S, a head dim) refuses it rather than
+crashing: raise Unsupported (a NotImplementedError) from compute. The worker answers
+`UNSUPPORTED <reason>`; a one-shot command run through run_one_shot() exits 77 with the reason
+as its last line. numprobe reports the case as unsupported, not as an error (README.md).
 """
 import json
 import os
+import sys
 
 import numpy as np
+
+
+UNSUPPORTED_EXIT = 77  # automake's and ctest's "skipped"
+
+
+class Unsupported(NotImplementedError):
+    """Raised by a kernel for a case it does not implement; the message names the feature."""
+
+
+def run_one_shot(compute, in_dir, out_dir=None):
+    """The one-shot form of an adapter: loads the case, runs compute, saves the output. Returns
+    the exit status: 0, or 77 with the reason printed last when compute refuses the case."""
+    case, q, k, v = load_case(in_dir)
+    try:
+        o, lse = compute(case, q, k, v)
+    except NotImplementedError as e:
+        print("unsupported: %s" % (str(e) or type(e).__name__), file=sys.stderr)
+        return UNSUPPORTED_EXIT
+    save_output(out_dir or in_dir, o, lse)
+    return 0
 
 
 def load_case(directory):

@@ -4,7 +4,9 @@
     numprobe drift ... --backend exec-worker:'python3 examples/exec/worker.py numpy_reference'
 
 The argument names an adapter module (a name importable from this folder or a path to a .py
-file) exposing compute(case, q, k, v) -> (o, lse or None). Start-up (imports, CUDA context,
+file) exposing compute(case, q, k, v) -> (o, lse or None); compute raises NotImplementedError (e.g.
+numprobe_exec.Unsupported) for a case it does not implement, which is answered UNSUPPORTED:
+numprobe reports the case as unsupported, not as an error. Start-up (imports, CUDA context,
 compilation caches) is paid once.
 
 Other ops (case.json "op": "softmax", as in `numprobe softmax --backend exec-worker:'python3
@@ -15,7 +17,7 @@ the case as its one-shot form would, extra being the worker's arguments after th
 Protocol (lines over stdin/stdout, see src/providers/exec_provider_worker.hpp):
     worker -> numprobe   READY 1
     numprobe -> worker   RUN <dir>        inputs in <dir>; write o.npy [lse.npy] there
-    worker -> numprobe   OK | ERR <message>
+    worker -> numprobe   OK | ERR <message> | UNSUPPORTED <reason>
     numprobe -> worker   QUIT
 stdout carries only the protocol: anything the adapter prints goes to stderr, which numprobe
 captures and quotes in its errors.
@@ -76,6 +78,8 @@ def main(argv):
                 if rc:
                     raise RuntimeError("the adapter's main returned %s for op %s" % (rc, op))
             say("OK")
+        except NotImplementedError as e:  # a declared refusal: the case is unsupported
+            say("UNSUPPORTED " + (str(e) or type(e).__name__).replace("\n", " ")[:500])
         except Exception as e:  # one failed case must not end the sweep
             traceback.print_exc(file=sys.stderr)
             say("ERR " + (type(e).__name__ + ": " + str(e)).replace("\n", " ")[:500])

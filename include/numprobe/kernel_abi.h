@@ -89,7 +89,12 @@ extern "C" {
 
 typedef enum numprobe_status {
   NUMPROBE_STATUS_OK = 0,
-  NUMPROBE_STATUS_UNSUPPORTED = 1, /* the plugin cannot run this case */
+  NUMPROBE_STATUS_UNSUPPORTED = 1, /* the plugin does not implement this case: a declared
+                                      refusal, reported as "unsupported" (audit: the class is
+                                      not-applicable; drift: the point is skipped), never an
+                                      error. Cases outside numprobe_capabilities (masks,
+                                      softcap, batch, max head_dim) are refused the same way
+                                      without a call. */
   NUMPROBE_STATUS_INVALID = 2,     /* arguments inconsistent */
   NUMPROBE_STATUS_FAILED = 3       /* the kernel or the device failed */
 } numprobe_status;

@@ -6,13 +6,17 @@
     q, k, v = numprobe.inputs("attention(T=128,S=128,Hq=4,Hkv=2,D=64,in=bf16,mask=causal,seed=7)")
     report = numprobe.compare_attention(o, q, k, v, dtype="bf16", mask="causal", tile=(64, 64))
     r = numprobe.drift(kernel, seq="128..4096", tile=(64, 64))   # kernel(q, k, v, case) -> o
+
+A kernel that does not implement a case raises numprobe.Unsupported (or any NotImplementedError):
+the case is reported as unsupported (audit: not-applicable), not as an error.
 """
 from . import reference, testing
 from ._attention import Report, case_fields, case_id, compare_attention, inputs
 from ._cases import cases, tile_lengths
 from ._kl import kl
-from ._probes import Result, audit, drift
+from ._probes import Result, Unsupported, audit, drift
 from ._quant import QuantResult, quantize
 
 __all__ = ["reference", "testing", "Report", "case_fields", "case_id", "compare_attention", "inputs",
-           "cases", "tile_lengths", "kl", "Result", "audit", "drift", "QuantResult", "quantize"]
+           "cases", "tile_lengths", "kl", "Result", "Unsupported", "audit", "drift", "QuantResult",
+           "quantize"]

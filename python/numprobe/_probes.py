@@ -8,6 +8,10 @@
 
     r = numprobe.drift(kernel, seq="128..8192", points="tile", tile=(64, 64), dtype="bf16")
     r.exit_code, r.to_dict()["growth"], r.to_html("drift.html")
+
+A kernel refuses a case it does not implement by raising Unsupported (a NotImplementedError):
+the case is reported as unsupported, not as an error (audit: the class is not-applicable when
+every case that shows it was refused; drift: the point is listed and skipped).
 """
 import json
 
@@ -21,6 +25,11 @@ _CASE_DEFAULTS = {"batch": 1, "queries": 0, "heads": 8, "kv_heads": 2, "head_dim
 _CASE_FIELDS = ("batch", "queries", "heads", "kv_heads", "head_dim", "scale", "dtype", "mask", "window",
                 "softcap", "dist", "logit_shift", "seed")
 _TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "f64": "float64"}
+
+
+class Unsupported(NotImplementedError):
+    """Raised by a kernel for a case it does not implement (a mask, T > S, a head dim); the
+    message names the feature. Any NotImplementedError counts the same."""
 
 
 class Result:

@@ -100,6 +100,10 @@ class python_kernel final : public attention_provider {
       // calling the kernel directly).
       const std::string type = nb::cast<std::string>(e.type().attr("__name__"));
       const std::string what = nb::cast<std::string>(nb::str(e.value()));
+      // NotImplementedError (numprobe.Unsupported is one): the kernel declares the case
+      // unsupported, a verdict rather than a crash.
+      if (e.matches(PyExc_NotImplementedError))
+        throw_unsupported("kernel", fmt::format("{}: {}", m_name, what.empty() ? type : what));
       throw_backend_error("kernel", fmt::format("{} raised {}: {}", m_name, type, what));
     } catch (const nb::cast_error&) {
       throw_backend_error("kernel", m_name + ": the adapter returned no (o, lse) pair of float64 arrays");

@@ -57,12 +57,15 @@ class exec_provider final : public attention_provider {
     try {
       exec::write_case_dir(dir, in);
       if (m_worker_mode) m_worker->run_case(dir, who);
-      else run_command(dir, who);
+      else exec::run_case_command(m_argv, dir, m_timeout_s, who);
       exec::output_read_options ro;
       ro.who = who;
       auto out = exec::read_attention_output(dir + "/o.npy", dir + "/lse.npy", c, rows, ro);
       finish(dir);
       return out;
+    } catch (const unsupported_case&) {
+      finish(dir);  // a refusal leaves nothing worth keeping
+      throw;
     } catch (const error& e) {
       finish(dir);
       if (!m_keep) throw;
@@ -80,17 +83,6 @@ class exec_provider final : public attention_provider {
   }
 
  private:
-  void run_command(const std::string& dir, const std::string& who) {
-    const auto argv = exec::substitute(m_argv, dir, dir, dir + "/case.json");
-    const std::string log = dir + "/exec.log";
-    const auto r = exec::run_process(argv, m_timeout_s, log);
-    if (r.exec_errno == 0 && !r.timed_out && r.exited && r.exit_code == 0) return;
-    const std::string tail = exec::tail_lines(log, 6);
-    throw_backend_error(who, fmt::format("command '{}' {}{}", exec::quote_words(argv),
-                                         exec::describe(r, m_timeout_s),
-                                         tail.empty() ? "" : "; last output lines: " + tail));
-  }
-
   void finish(const std::string& dir) const {
     if (!m_keep) exec::remove_tree(dir);
   }

@@ -214,6 +214,12 @@ void run_case_command(const std::vector<std::string>& argv_in, const std::string
   const std::string log = dir + "/exec.log";
   const auto r = run_process(argv, timeout_s, log);
   if (r.exec_errno == 0 && !r.timed_out && r.exited && r.exit_code == 0) return;
+  // 77: the kernel declares the case unsupported (automake's and ctest's "skipped"); its last
+  // output line is the reason.
+  if (r.exec_errno == 0 && !r.timed_out && r.exited && r.exit_code == k_unsupported_exit) {
+    const std::string reason = tail_lines(log, 1);
+    throw_unsupported(who, reason.empty() ? "the command exited with status 77 (unsupported)" : reason);
+  }
   const std::string tail = tail_lines(log, 6);
   throw_backend_error(who, fmt::format("command '{}' {}{}", quote_words(argv), describe(r, timeout_s),
                                        tail.empty() ? "" : "; last output lines: " + tail));

@@ -43,9 +43,14 @@ struct process_result {
 // Quotes words for messages (so a user can paste the command into a shell).
 [[nodiscard]] std::string quote_words(const std::vector<std::string>& words);
 
+// The exit status by which a one-shot command refuses a case it does not implement (automake's
+// and ctest's "skipped"; examples/exec/README.md).
+inline constexpr int k_unsupported_exit = 77;
+
 // Runs one case's command (argv with {in}/{out} = dir and {case} = dir/case.json substituted),
-// output to dir/exec.log. Throws a backend error (exit 3) prefixed with `who` when the command
-// cannot start, exits non-zero, is killed or times out, quoting its last output lines.
+// output to dir/exec.log. Throws unsupported_case when it exits 77 (its last output line is the
+// reason), and a backend error (exit 3) prefixed with `who` when the command cannot start, exits
+// non-zero otherwise, is killed or times out, quoting its last output lines.
 void run_case_command(const std::vector<std::string>& argv, const std::string& dir,
                       double timeout_s, const std::string& who);
 

@@ -105,7 +105,7 @@ std::string worker_process::read_line(const std::string& waiting_for) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       // Stray output on stdout is ignored; only protocol words count.
       if (line.rfind("READY", 0) == 0 || line == "OK" || line.rfind("OK ", 0) == 0 ||
-          line.rfind("ERR", 0) == 0)
+          line.rfind("ERR", 0) == 0 || line.rfind("UNSUPPORTED", 0) == 0)
         return line;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -152,6 +152,8 @@ void worker_process::run_case(const std::string& dir, const std::string& who) {
     run(dir);
   } catch (const interrupted&) {
     throw;
+  } catch (const unsupported_case& e) {
+    throw unsupported_case(who, e.reason());
   } catch (const error& e) {
     throw error(exit_code::m_backend, who, e.what());
   }
@@ -172,8 +174,13 @@ std::string worker_process::request(const std::string& dir) {
     if (n < 0) fail(fmt::format("cannot send RUN: {}", std::strerror(errno)));
     sent += static_cast<std::size_t>(n);
   }
-  const std::string answer = read_line("OK or ERR");
+  const std::string answer = read_line("OK, ERR or UNSUPPORTED");
   if (answer == "OK" || answer.rfind("OK ", 0) == 0) return {};
+  // The kernel declares the case unsupported: a verdict, not a failure (the worker lives on).
+  if (answer == "UNSUPPORTED" || answer.rfind("UNSUPPORTED ", 0) == 0) {
+    const std::string reason = answer.size() > 12 ? sanitize_quoted(answer.substr(12)) : "";
+    throw_unsupported(m_label, reason.empty() ? "(no reason given)" : reason);
+  }
   if (answer.rfind("ERR", 0) == 0) {
     const std::string msg = answer.size() > 4 ? sanitize_quoted(answer.substr(4)) : "";
     return msg.empty() ? "(no message)" : msg;

@@ -294,6 +294,9 @@ class plugin_provider final : public attention_provider {
 
   void check_status(const char* fn, const plugin::call_result& r, const std::string& what) const {
     if (r.status == NUMPROBE_STATUS_OK) return;
+    // A declared refusal: the case is unsupported (a verdict), not a failure of the kernel.
+    if (r.status == NUMPROBE_STATUS_UNSUPPORTED)
+      throw_unsupported(place(fn), fmt::format("case {}{}", what, r.message.empty() ? "" : fmt::format(": {}", r.message)));
     throw_backend_error(place(fn), fmt::format("returned status {} for case {}{}", r.status, what,
                                                r.message.empty() ? "" : fmt::format(": {}", r.message)));
   }
@@ -323,9 +326,9 @@ class plugin_provider final : public attention_provider {
     return out;
   }
 
+  // A case outside the plugin's declared capabilities: refused as unsupported, not run.
   [[noreturn]] void unsupported(const char* fn, const std::string& what) const {
-    throw_backend_error(place(fn), fmt::format("does not support {} (capabilities of '{}')", what,
-                                               caps_name()));
+    throw_unsupported(place(fn), fmt::format("{} (capabilities of '{}')", what, caps_name()));
   }
 
   std::string m_path;

@@ -173,12 +173,8 @@ def main(compute, argv):
     if len(argv) < 2:
         print("usage: %s IN_DIR [OUT_DIR]" % os.path.basename(argv[0]), file=sys.stderr)
         return 2
-    in_dir = argv[1]
-    out_dir = argv[2] if len(argv) > 2 else in_dir
-    case, q, k, v = numprobe_exec.load_case(in_dir)
-    o, lse = compute(case, q, k, v)
-    numprobe_exec.save_output(out_dir, o, lse)
-    return 0
+    # A case the kernel refuses (numprobe_exec.Unsupported) exits 77: unsupported, not a crash.
+    return numprobe_exec.run_one_shot(compute, argv[1], argv[2] if len(argv) > 2 else None)
 
 
 if __name__ == "__main__":

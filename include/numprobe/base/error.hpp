@@ -39,4 +39,23 @@ class error : public std::runtime_error {
   throw error(exit_code::m_backend, place, what);
 }
 
+// A kernel's declared refusal of a case it does not implement (issue 27): an exec command that
+// exits 77, a worker's `UNSUPPORTED <reason>`, a Python kernel's NotImplementedError, a plugin's
+// NUMPROBE_STATUS_UNSUPPORTED or capabilities. A verdict, not a crash: the commands report the
+// case as unsupported (audit: not-applicable) and do not count it as an error. Code
+// that does not know the refusal sees a backend error (exit 3), as before.
+class unsupported_case : public error {
+ public:
+  unsupported_case(std::string place, const std::string& reason)
+      : error(exit_code::m_backend, std::move(place), "unsupported: " + reason), m_reason(reason) {}
+  [[nodiscard]] const std::string& reason() const noexcept { return m_reason; }
+
+ private:
+  std::string m_reason;
+};
+
+[[noreturn]] inline void throw_unsupported(const std::string& place, const std::string& reason) {
+  throw unsupported_case(place, reason);
+}
+
 }  // namespace numprobe
