@@ -25,9 +25,14 @@ def case_id(**fields):
 
 
 def inputs(case_id):
-    """(q, k, v) of a case id, the arrays the CLI gives a kernel (`--backend exec:` q.npy,
-    k.npy, v.npy): q [B*T, Hq, D], k and v [B*S, Hkv, D], float32 (float64 for f64 cases),
-    every value exact in the case dtype. Equal bit for bit to the CLI's (python/tests)."""
+    """(q, k, v) of a case id (or of a numprobe.cases Case, or anything whose `id` is one), the
+    arrays the CLI gives a kernel (`--backend exec:` q.npy, k.npy, v.npy): q [B*T, Hq, D], k and
+    v [B*S, Hkv, D], float32 (float64 for f64 cases), every value exact in the case dtype. Equal
+    bit for bit to the CLI's (python/tests)."""
+    if not isinstance(case_id, str):
+        case_id = getattr(case_id, "id", case_id)
+    if not isinstance(case_id, str):
+        raise TypeError("case: expected a case id (str) or a Case, got %s" % type(case_id).__name__)
     q, k, v = core.inputs(case_id)
     if core.case_fields(case_id)["dtype"] != "f64":
         q, k, v = (a.astype(np.float32) for a in (q, k, v))  # exact: the values are in dtype

@@ -26,6 +26,14 @@ def test_inputs_bit_exact_vs_cli_dump(cli, tmp_path, case_id):
         theirs = np.load(tmp_path / f"{name}.npy")
         assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
         assert np.array_equal(mine.view(np.uint32), theirs.view(np.uint32)), name
+    # A Case (numprobe.cases) gives the same arrays as its id (issue 27 item 5).
+    for mine, same in zip(numprobe.inputs(numprobe._cases.Case(case_id)), (q, k, v)):
+        assert np.array_equal(mine.view(np.uint32), same.view(np.uint32))
+
+
+def test_inputs_of_neither_an_id_nor_a_case_is_a_type_error():
+    with pytest.raises(TypeError, match="case: expected a case id"):
+        numprobe.inputs(42)
 
 
 QUANT = [("nvfp4", {}), ("nvfp4", {"preset": "torchao"}), ("mxfp4", {"rule": "ceil"}), ("fp8-channel", {}),

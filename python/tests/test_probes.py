@@ -195,3 +195,46 @@ def test_a_kernel_that_is_no_callable_is_refused_before_any_work():
         numprobe.drift(42, seq="64..128", **SMALL)
     with pytest.raises(TypeError, match="kernel: expected a callable"):
         numprobe.audit("not a kernel", seq=128, **SMALL)
+
+
+def causal_only(q, k, v, case):
+    """A kernel that implements causal attention only and says so (issue 27)."""
+    if case["mask"] != "causal":
+        raise numprobe.Unsupported("mask=%s: causal only" % case["mask"])
+    if case["queries"] > case["seq"]:
+        raise NotImplementedError("T > S")
+    return healthy(q, k, v, case)
+
+
+def test_unsupported_cases_are_verdicts_not_errors():
+    # drift: refused lengths are listed and skipped, not errors (exit 0 when the rest hold).
+    def short_only(q, k, v, case):
+        if case["seq"] > 200:
+            raise numprobe.Unsupported("S > 200")
+        return healthy(q, k, v, case)
+
+    r = numprobe.drift(short_only, seq="64..400", points=[64, 128, 256, 400], tile=(64, 64), **SMALL)
+    d = r.to_dict()
+    assert r.exit_code == 0, r.text()
+    assert [p["seq"] for p in d["unsupported_points"]] == [256, 400]
+    assert d["unsupported_points"][0]["reason"].endswith("S > 200")
+    assert d["point_errors"] == []
+    # audit: a causal-only kernel exits 0 with its refusals listed; no class passes without
+    # evidence, and none is inconclusive (nothing crashed).
+    a = numprobe.audit(causal_only, seq=512, quick=True, tile=(64, 64), **SMALL)
+    d = a.to_dict()
+    assert a.exit_code == 0, a.text()
+    assert d["unsupported"] and not d["errors"]
+    assert {c["verdict"] for c in d["classes"]} <= {"pass", "not-applicable"}, d["classes"]
+    assert d["baseline"]["verdict"] == "pass"
+
+
+def test_audit_of_a_kernel_that_always_raises_has_no_pass():
+    def broken(q, k, v, case):
+        raise RuntimeError("launch failed")
+
+    a = numprobe.audit(broken, seq=512, quick=True, tile=(64, 64), **SMALL)
+    d = a.to_dict()
+    assert a.exit_code == 3, a.text()
+    assert "pass" not in {c["verdict"] for c in d["classes"]}, d["classes"]
+    assert d["baseline"]["verdict"] == "inconclusive"
