@@ -1,13 +1,14 @@
-# A quicker cold build for a first run (scripts/run.sh), off for the development tree so that an
-# incremental build still recompiles one file per edit. Neither changes a result (the default
-# scenario's numbers are the same, bit for bit: docs/measurements/first_run_2026-12-02.txt):
+# A quicker cold build: scripts/run.sh (the first run), scripts/test.sh and .ci/run (tests
+# included), and the Python package. Off by default, so that a development tree's incremental
+# build still recompiles one file per edit. Neither changes a result (the default scenario's
+# numbers are the same, bit for bit: docs/measurements/first_run_2026-12-02.txt):
 #   NUMPROBE_UNITY_BUILD  compiles each target's sources NUMPROBE_UNITY_BATCH_SIZE at a time in
 #                         one translation unit (CMake's unity build), so every header is parsed
 #                         once per batch, not once per file. A batch shares one anonymous
 #                         namespace, so file-local names must differ within a target;
 #   NUMPROBE_PCH          precompiles the standard and third-party headers that most files
 #                         include, once per target.
-option(NUMPROBE_UNITY_BUILD "Unity build of the numprobe libraries and CLI (quicker cold build)" OFF)
+option(NUMPROBE_UNITY_BUILD "Unity build of every C++ target (quicker cold build)" OFF)
 set(NUMPROBE_UNITY_BATCH_SIZE 16 CACHE STRING "Sources per unity translation unit (0: one per target)")
 option(NUMPROBE_PCH "Precompile the common standard and third-party headers" OFF)
 
@@ -33,9 +34,9 @@ function(numprobe_fast_build_finish)
   endif()
 endfunction()
 
-# Compiled on their own: files under active work elsewhere (issue 19), kept out of the batches so
-# that a file-local name added there cannot meet a neighbour's.
-set(NUMPROBE_UNITY_SKIP probes/convert_probe.cpp probes/convert_write.cpp)
+# Compiled on their own (relative to the repository root): none at present. A file-local name
+# that meets a neighbour's in a batch is renamed instead, so that both builds stay one program.
+set(NUMPROBE_UNITY_SKIP)
 set(NUMPROBE_PCH_TARGETS numprobe_formats numprobe_core numprobe_kernels_emu numprobe_metrics
   numprobe_reference numprobe_providers numprobe_probes numprobe_reports numprobe_scenario numprobe)
 set(NUMPROBE_PCH_HEADERS <algorithm> <cmath> <cstdint> <string> <vector> <fmt/format.h>

@@ -3,6 +3,12 @@ add_library(numprobe_options INTERFACE)
 target_compile_options(numprobe_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
   $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Wno-restrict>)  # a g++ warning; clang has no such option
+# A warning fails the build where asked (CI: .ci/run and scripts/test.sh under CI=true): the
+# tree is warning-free under -Wall -Wextra with g++ and clang, and stays so.
+option(NUMPROBE_WERROR "Treat C++ compiler warnings as errors" OFF)
+if(NUMPROBE_WERROR)
+  target_compile_options(numprobe_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+endif()
 if(NUMPROBE_X86_64_V3 AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   # x86-64-v3 (AVX2, FMA) runs on both the development machine and the GPU machine;
   # -march=native would make binaries that fail on the other one.

@@ -34,7 +34,7 @@ if [[ -n "${TOMLPP_INCLUDE_DIR:-}" ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$TOMLPP_
 elif [[ -d .carry/include/toml++ ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$PWD/.carry/include"); fi
 {
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNUMPROBE_ENABLE_CUDA=ON \
-    -DNUMPROBE_ENABLE_HIP=OFF -DNUMPROBE_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
+    -DNUMPROBE_ENABLE_HIP=OFF -DNUMPROBE_BUILD_BENCH=ON -DNUMPROBE_CUDA_WARN_SPILLS=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
   cmake --build "$BUILD_DIR" -j "$JOBS" --target test_gpu gpu_attention_bench test_gpu_quant_decode gpu_quant_bench \
     numprobe_cuda_plugin test_gpu_plugin test_gpu_softmax numprobe abi_overhead_bench test_gpu_decode_abi
 } > "$OUT/build.log" 2>&1

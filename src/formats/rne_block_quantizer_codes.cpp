@@ -25,7 +25,10 @@
 #include "src/formats/rne_block_quantizer_strip.hpp"
 
 namespace numprobe::formats::detail {
-namespace {
+// A named namespace, not an anonymous one: code_strip_typed (a member of a class with linkage)
+// captures these types in its lambdas, and g++ warns (-Wsubobject-linkage) when such a type is
+// file-local in a file that a unity build includes rather than compiles.
+namespace code_strip_impl {
 
 // An error observer that keeps nothing: code_strip takes only strip()'s block statistics.
 struct no_errors {
@@ -80,7 +83,10 @@ struct code_layout {
   }
 };
 
-}  // namespace
+}  // namespace code_strip_impl
+
+using code_strip_impl::code_layout;
+using code_strip_impl::no_errors;
 
 template <class S>
 void rne_block_quantizer::code_strip_typed(const S& src, std::int64_t cols, std::int64_t row0,

@@ -17,10 +17,6 @@ namespace fs = std::filesystem;
 constexpr std::uintmax_t k_max_index_bytes = 100'000'000;
 constexpr int k_max_index_depth = 4;
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A shard named by an index must stay inside the index's folder: no absolute paths, no
 // "..", and no symlink that resolves elsewhere.
 fs::path resolve_shard(const fs::path& index, const fs::path& folder, const std::string& rel,
@@ -50,7 +46,7 @@ fs::path resolve_shard(const fs::path& index, const fs::path& folder, const std:
     throw_input_error(place, "shard '" + rel + "' is this index itself (a weight_map must name "
                              ".safetensors shards)");
   }
-  if (ends_with(rel, ".json")) {
+  if (rel.ends_with(".json")) {
     throw_input_error(place, "shard '" + rel + "' is an index (.json), not a .safetensors shard; "
                              "indexes do not nest");
   }
@@ -63,7 +59,7 @@ checkpoint checkpoint::open(const fs::path& path) {
   checkpoint c;
   c.m_path = path;
   const std::string place = path.string();
-  if (!ends_with(place, ".json")) {
+  if (!place.ends_with(".json")) {
     const auto f = safetensors_file::open(path);
     c.m_shards.push_back(path);
     c.m_metadata = f.metadata();

@@ -19,10 +19,6 @@ bool is_file(const std::string& p) {
   return fs::is_regular_file(fs::path(p), ec);
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 }  // namespace
 
 tensor_view load_tensor(std::string_view spec_in) {
@@ -51,7 +47,7 @@ tensor_view load_tensor(std::string_view spec_in) {
   }
   require_regular_file(path);  // names the case: missing, a directory, a FIFO, a device, a loop
   tensor_view v;
-  if (ends_with(path, ".npy")) {
+  if (path.ends_with(".npy")) {
     if (named) throw_input_error(path, "a .npy file holds one array; drop ':" + tensor + "'");
     v = read_npy(path);
   } else {

@@ -170,7 +170,7 @@ void group_modelopt(const checkpoint& ck, const json&, std::vector<release_tenso
   const name_index ix(ck);
   std::map<std::string, bool> used;
   for (const auto& e : ck.tensors()) {
-    if (!ends_with(e.name, ".weight") || e.dtype != dtype::m_u8) continue;
+    if (!e.name.ends_with(".weight") || e.dtype != dtype::m_u8) continue;
     if (e.shape.size() != 2)
       throw_input_error(e.name, "shape " + shape_text(e.shape) + ", ModelOpt NVFP4 packs [out, in/2]");
     const auto& s = require(ix, e.name + "_scale", "ModelOpt NVFP4 stores an e4m3 scale per 16");
@@ -220,7 +220,7 @@ void group_ct_fp4(const checkpoint& ck, const json&, std::vector<release_tensor>
   std::map<std::string, bool> used;
   const char* fmt = NV ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";
   for (const auto& e : ck.tensors()) {
-    if (!ends_with(e.name, ".weight_packed")) continue;
+    if (!e.name.ends_with(".weight_packed")) continue;
     expect_dtype(e, dtype::m_u8, std::string(fmt) + " packs two e2m1 per uint8");
     const std::string stem = strip(e.name, "_packed");  // "X.weight"
     const auto& s = require(ix, stem + "_scale", std::string(fmt) + " stores block scales");
@@ -253,7 +253,7 @@ void group_gptoss(const checkpoint& ck, const json&, std::vector<release_tensor>
   const name_index ix(ck);
   std::map<std::string, bool> used;
   for (const auto& e : ck.tensors()) {
-    const bool us = ends_with(e.name, "_blocks"), dot = ends_with(e.name, ".blocks");
+    const bool us = e.name.ends_with("_blocks"), dot = e.name.ends_with(".blocks");
     if (!us && !dot) continue;
     const std::string base = strip(e.name, "_blocks");  // same length as ".blocks"
     const auto& s = require(ix, base + (us ? "_scales" : ".scales"), "gpt-oss MXFP4 stores e8m0 scales");

@@ -32,7 +32,6 @@ class name_index {
   std::map<std::string, const entry*> m_by_name;
 };
 
-inline bool ends_with(const std::string& s, std::string_view tail) { return s.ends_with(tail); }
 inline std::string strip(const std::string& s, std::string_view tail) {
   return s.substr(0, s.size() - tail.size());
 }
@@ -115,7 +114,7 @@ inline bool has_pair(const checkpoint& ck, std::string_view anchor, dtype d, std
               std::optional<dtype> sd = std::nullopt) {
   const name_index ix(ck);
   for (const auto& e : ck.tensors()) {
-    if (!ends_with(e.name, anchor) || e.dtype != d) continue;
+    if (!e.name.ends_with(anchor) || e.dtype != d) continue;
     const entry* s = ix.find(strip(e.name, anchor) + std::string(sibling));
     if (s != nullptr && (!sd || s->dtype == *sd)) return true;
   }

@@ -96,7 +96,7 @@ void group_fp8(const checkpoint& ck, const std::string& suffix, const std::strin
   const name_index ix(ck);
   std::map<std::string, bool> used;
   for (const auto& w : ck.tensors()) {
-    if (!ends_with(w.name, ".weight") || w.dtype != dtype::m_e4m3fn) continue;
+    if (!w.name.ends_with(".weight") || w.dtype != dtype::m_e4m3fn) continue;
     const auto& s = require(ix, w.name + suffix, why);
     check_fp8_pair(w, s);
     out.push_back(make(w, s));

@@ -62,7 +62,8 @@ std::optional<bool> bool_field(const json& qc, const char* key) {
   return qc[key].get<bool>();
 }
 
-bool ends_with(const std::string& s, std::string_view tail) {
+// The name ends with tail and has a base name before it (a tensor named ".qweight" has none).
+bool has_named_suffix(const std::string& s, std::string_view tail) {
   return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
@@ -259,7 +260,7 @@ void group_by_suffix(const checkpoint& ck, std::string_view suffix,
                      std::vector<std::string>& passthrough, FN&& fn) {
   std::vector<std::string> claimed;
   for (const auto& e : ck.tensors())
-    if (ends_with(e.name, suffix)) fn(e.name.substr(0, e.name.size() - suffix.size()), claimed);
+    if (has_named_suffix(e.name, suffix)) fn(e.name.substr(0, e.name.size() - suffix.size()), claimed);
   std::sort(claimed.begin(), claimed.end());
   for (const auto& e : ck.tensors())
     if (!std::binary_search(claimed.begin(), claimed.end(), e.name)) passthrough.push_back(e.name);
@@ -295,7 +296,7 @@ bool awq_config(const json& qc) { return text_field(qc, {"quant_method", "method
 bool packed_along_out(const checkpoint& ck, bool along_out) {
   const tensor_index ix(ck);
   for (const auto& e : ck.tensors()) {
-    if (!ends_with(e.name, ".qweight") || e.dtype != io::dtype::m_i32 || e.shape.size() != 2)
+    if (!has_named_suffix(e.name, ".qweight") || e.dtype != io::dtype::m_i32 || e.shape.size() != 2)
       continue;
     const auto* s = ix.find(e.name.substr(0, e.name.size() - 8) + ".scales");
     if (!s || s->shape.size() != 2) continue;
@@ -509,7 +510,7 @@ bool ct_int4_config(const json& qc) {
 bool ct_int4_names(const checkpoint& ck) {
   const tensor_index ix(ck);
   for (const auto& e : ck.tensors())
-    if (ends_with(e.name, ".weight_packed") && e.dtype == io::dtype::m_i32 &&
+    if (has_named_suffix(e.name, ".weight_packed") && e.dtype == io::dtype::m_i32 &&
         ix.find(e.name.substr(0, e.name.size() - 14) + ".weight_shape"))
       return true;
   return false;

@@ -103,7 +103,9 @@ TEST(cli_audit, healthy_emulator_passes_every_class_with_the_contract_fields) {
     EXPECT_TRUE(v == "pass" || v == "fail" || v == "not-applicable") << v;
     EXPECT_TRUE(c["evidence"].is_array());
     EXPECT_TRUE(c["cases"].is_array());
-    if (v != "not-applicable") EXPECT_FALSE(c["cases"].empty()) << c.dump();
+    if (v != "not-applicable") {
+      EXPECT_FALSE(c["cases"].empty()) << c.dump();
+    }
   }
   EXPECT_EQ(got, want);
   EXPECT_EQ(j["classes"].size(), want.size());

@@ -221,7 +221,9 @@ void expect_decodes(release_layout id, const opened& o, const int4_weight& w, bo
   ASSERT_EQ(all.scales, w.s);
   for (std::size_t b = 0; b < w.s.size(); ++b)
     ASSERT_EQ(all.scale_codes[b], formats::encode(w.scale_format, w.s[b]));
-  if (!signed_codes) EXPECT_EQ(all.zero_points, w.z);
+  if (!signed_codes) {
+    EXPECT_EQ(all.zero_points, w.z);
+  }
   std::vector<double> joined;
   const std::int64_t cuts[] = {0, 1, 7, w.out / 2 + 3, w.out};
   for (std::size_t c = 0; c + 1 < std::size(cuts); ++c) {
@@ -368,7 +370,9 @@ TEST(ReleaseInt, NumprobeQuantizationReadsBack) {
       ASSERT_EQ(s.scale_codes.size(), q.blocks.size());
       for (std::size_t b = 0; b < q.blocks.size(); ++b) {
         EXPECT_EQ(s.scale_codes[b], q.blocks[b].scale_code);
-        if (asym) EXPECT_EQ(s.zero_points[b], q.blocks[b].zero_point);
+        if (asym) {
+          EXPECT_EQ(s.zero_points[b], q.blocks[b].zero_point);
+        }
       }
     }
   }

@@ -12,7 +12,7 @@
 namespace numprobe::emu::testing {
 namespace {
 
-constexpr std::int64_t k_bk = 64;
+constexpr std::int64_t k_tile = 64;
 // The reference is certified to 1e-12 relative; errors below that cannot be told apart, so
 // both errors are floored there (constant V and one-key rows give ~1e-16 for both).
 constexpr double k_noise_floor = 1e-12;
@@ -30,7 +30,7 @@ std::vector<baseline_param> baseline_params() {
                               input_dist::m_max_first, input_dist::m_diffuse,
                               input_dist::m_shifted,   input_dist::m_constant_v};
   for (input_dist dist : dists)
-    for (std::int64_t s : {std::int64_t{1}, k_bk - 1, k_bk, k_bk + 1, 2 * k_bk + 1, std::int64_t{1000}, std::int64_t{4097}})
+    for (std::int64_t s : {std::int64_t{1}, k_tile - 1, k_tile, k_tile + 1, 2 * k_tile + 1, std::int64_t{1000}, std::int64_t{4097}})
       for (mask_kind mask : {mask_kind::m_none, mask_kind::m_causal}) {
         attention_case c;
         c.seq = s;
@@ -54,7 +54,7 @@ class emu_vs_naive : public ::testing::TestWithParam<baseline_param> {};
 TEST_P(emu_vs_naive, error_within_2x_of_the_naive_baseline) {
   const attention_case& c = GetParam().c;
   const attention_inputs in(c, false);
-  const auto rows = test_rows(c, k_bk, k_bk, 48);
+  const auto rows = test_rows(c, k_tile, k_tile, 48);
   flash_config cfg;
   cfg.states = default_states(c.dtype);
   const attention_output got = flash_forward(in, cfg, rows);

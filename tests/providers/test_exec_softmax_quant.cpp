@@ -263,8 +263,9 @@ TEST(exec_quant, nvfp4_adapter_is_bit_exact_under_each_preset) {
     // compressed-tensors differs from the definition only in fp32 scale arithmetic, which
     // changes an e4m3 scale only where the fp32 quotient rounds across an e4m3 midpoint: neither
     // input here has such a block, so only the presets with a reciprocal division are controls.
-    if (!definition && std::string(preset) != "compressed-tensors")
+    if (!definition && std::string(preset) != "compressed-tensors") {
       EXPECT_GT(control, 0) << preset << ": the control";
+    }
   }
   EXPECT_EQ(count_entries(tmp.dir), 0u);
 }

@@ -11,7 +11,7 @@
 #include "numprobe/kernel_abi.h"
 #include "src/providers/plugin_library.hpp"
 
-namespace numprobe {
+namespace numprobe::plugin_table_decode_test {
 namespace {
 
 // The layout is the ABI: a reordering or a changed type here breaks compiled plugins. Offsets
@@ -161,4 +161,4 @@ TEST_F(plugin_table_decode, decode_variants_need_the_decode_op) {
 }
 
 }  // namespace
-}  // namespace numprobe
+}  // namespace numprobe::plugin_table_decode_test

@@ -169,10 +169,11 @@ TEST_P(Interrupt, KillsTheGroupRemovesTempFoldersAndExits128PlusSignal) {
   EXPECT_EQ(group_members(pgrp), 0) << "a process of the child's group survived";
   EXPECT_FALSE(fs::exists("/proc/" + std::to_string(child))) << "child " << child << " survived";
   EXPECT_TRUE(dir_empty(tmp)) << "temporary folders left in " << tmp;
-  if (!what.run)  // `run` reports the interruption in its reports instead
+  if (!what.run) {  // `run` reports the interruption in its reports instead
     EXPECT_NE(err.str().find(sig == SIGINT ? "interrupted by SIGINT" : "interrupted by SIGTERM"),
               std::string::npos)
         << err.str();
+  }
   if (what.run) {
     // The partial reports: the check that finished is there, the interrupted one is not.
     std::ifstream report(out / "report.json");

@@ -17,7 +17,7 @@ namespace {
 // The brute force carries 11 more significand bits than double, so the difference is the
 // double reference's own error: held to the same 1e-12 bound the multiprecision test proves.
 // dist=shifted is excluded from this list's bound for the reason given in that test.
-constexpr double k_bound = 1e-12;
+constexpr double k_brute_bound = 1e-12;
 
 class reference_vs_brute_force : public ::testing::TestWithParam<attention_case> {};
 
@@ -29,7 +29,7 @@ TEST_P(reference_vs_brute_force, every_row_matches) {
   const row_error e = max_row_error(got, want);
   const double bound = c.dist == input_dist::m_shifted
                            ? static_cast<double>(c.head_dim) * std::fabs(c.logit_shift) * 0x1.0p-53
-                           : k_bound;
+                           : k_brute_bound;
   EXPECT_LE(e.o, bound) << c.id();
   EXPECT_LE(e.lse, bound) << c.id();
 }
@@ -42,7 +42,7 @@ INSTANTIATE_TEST_SUITE_P(cases, reference_vs_brute_force, ::testing::ValuesIn(re
 TEST(visible_keys, matches_the_mask_predicate_key_by_key) {
   for (const mask_kind mask : {mask_kind::m_none, mask_kind::m_causal, mask_kind::m_causal_top_left,
                                mask_kind::m_window, mask_kind::m_ranges})
-    for (const auto [t_len, s_len] : {std::pair{3, 128}, {65, 65}, {129, 64}, {1, 1}, {64, 300}})
+    for (const auto& [t_len, s_len] : {std::pair{3, 128}, {65, 65}, {129, 64}, {1, 1}, {64, 300}})
       for (const std::int64_t w : {63, 64, 65}) {
         attention_case c = make_case(t_len, s_len, 1, 1, 8, mask);
         c.window = w;
@@ -61,7 +61,7 @@ TEST(visible_keys, matches_the_mask_predicate_key_by_key) {
 // 1e-15 relative (~9 unit roundoffs): the only error is the rounding of sum(p v) / sum(p);
 // a wrong mapping such as h % Hkv is off by at least 1 / (1 + Hkv), i.e. >= 10%.
 TEST(reference_gqa, constant_v_per_kv_head_selects_head_h_over_group) {
-  for (const auto [hq, hkv] : {std::pair{8, 2}, {8, 8}, {7, 1}, {12, 3}}) {
+  for (const auto& [hq, hkv] : {std::pair{8, 2}, {8, 8}, {7, 1}, {12, 3}}) {
     attention_case c = make_case(70, 129, hq, hkv, 32, mask_kind::m_causal);
     c.dist = input_dist::m_constant_v;
     c.batch = 2;

@@ -141,8 +141,11 @@ TEST(cli_run, default_scenario_runs_from_any_directory_and_writes_every_report) 
   EXPECT_FALSE(j["devices"].empty());
   EXPECT_EQ(j["seeds"]["inputs"], 7);
   // Every drift point is in the details.
-  for (const auto& c : j["checks"])
-    if (c["probe"] == "drift") EXPECT_GE(c["details"]["points"].size(), 10u);
+  for (const auto& c : j["checks"]) {
+    if (c["probe"] == "drift") {
+      EXPECT_GE(c["details"]["points"].size(), 10u);
+    }
+  }
 
   if (!chromium_binary().empty()) {
     int rc = 0;

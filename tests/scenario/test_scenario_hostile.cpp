@@ -40,7 +40,7 @@ fs::path scratch() {
 TEST(scenario_hostile, non_regular_scenario_files_are_refused) {
   const auto dir = scratch();
   ASSERT_EQ(::mkfifo((dir / "f.toml").c_str(), 0600), 0);
-  for (const std::string p : {std::string("/dev/zero"), (dir / "f.toml").string(), dir.string()}) {
+  for (const std::string& p : {std::string("/dev/zero"), (dir / "f.toml").string(), dir.string()}) {
     const auto msg = input_error([&] { (void)sc::load_scenario_file(p); });
     EXPECT_EQ(msg.rfind(p + ": ", 0), 0u) << msg;
     EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;

@@ -13,7 +13,7 @@ namespace {
 
 // Rows of 1000..5000 entries with 1024-entry chunks: the sweep's tile points are k*C-1, k*C,
 // k*C+1, so it crosses every chunk boundary in the range.
-const char* k_text = R"(
+const char* k_softmax_text = R"(
 [defaults]
 seed = 5
 rows = 2
@@ -49,7 +49,7 @@ const numprobe::result::metric* metric(const numprobe::result::check_result& c, 
 }  // namespace
 
 TEST(softmax_runner, sweep_single_case_and_fault) {
-  const auto s = sc::parse_scenario(k_text, "t.toml");
+  const auto s = sc::parse_scenario(k_softmax_text, "t.toml");
   const auto r = sc::run_scenario(s, {});
   ASSERT_EQ(r.checks.size(), 3u);
 
