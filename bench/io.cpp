@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/load_tensor.hpp"
 #include "numprobe/io/npy.hpp"
-#include "probes/scan_probe.hpp"
+#include "probes/scan/scan_probe.hpp"
 
 namespace {
 

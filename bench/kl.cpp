@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "bench/bench_files.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/io/npy.hpp"
-#include "probes/kl_probe.hpp"
+#include "probes/kl/kl_probe.hpp"
 
 namespace {
 

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/scheme.hpp"
-#include "probes/quant_probe.hpp"
-#include "probes/scan_probe.hpp"
+#include "probes/quant/quant_probe.hpp"
+#include "probes/scan/scan_probe.hpp"
 
 namespace nf = numprobe::formats;
 namespace np = numprobe::probes;

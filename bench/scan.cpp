@@ -35,7 +35,7 @@
 
 #include "bench/bench_files.hpp"
 #include "numprobe/io/safetensors.hpp"
-#include "probes/scan_probe.hpp"
+#include "probes/scan/scan_probe.hpp"
 
 namespace {
 

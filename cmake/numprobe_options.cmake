@@ -31,7 +31,7 @@ target_link_libraries(numprobe_options INTERFACE OpenMP::OpenMP_CXX)
 # numprobe_private_headers(target [SOURCES...]): what a target built inside numprobe may include,
 # PRIVATE. A layer's target (its sources, or SOURCES, in a folder of the layer table) sees its
 # layer's staged directory only: its own headers and those of the layers it knows about,
-# public (numprobe/...) and private (src/<layer>/x.hpp, probes/x.hpp, reports/x.hpp), so an
+# public (numprobe/...) and private (src/<layer>/x.hpp, probes/<family>/x.hpp, reports/x.hpp), so an
 # upward include does not compile. Any other target (bench, fuzz drivers) sees include/ and the
 # repository root. cmake/numprobe_layers.cmake stages the directories from docs/architecture.md.
 function(numprobe_private_headers target)
@@ -53,7 +53,7 @@ function(numprobe_add_library name)
     message(FATAL_ERROR "numprobe: ${name}'s sources are in no layer of docs/architecture.md")
   endif()
   # The interface is the public headers of the layer and those below it; the private headers
-  # (src/<layer>/x.hpp, probes/x.hpp, reports/x.hpp) are each target's own: they do not travel
+  # (src/<layer>/x.hpp, probes/<family>/x.hpp, reports/x.hpp) are each target's own: they do not travel
   # to dependents or to a project that adds numprobe as a subdirectory (docs/architecture.md,
   # "Include directories per layer").
   numprobe_public_headers(${name})

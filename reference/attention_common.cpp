@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::reference::detail {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/reference/decode.hpp"
 #include "reference/attention_impl.hpp"  // detail::accurate_sum
 

@@ -6,9 +6,9 @@
 #include <limits>
 #include <utility>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/core/id_fields.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/reference/softmax.hpp"
 
 namespace numprobe {

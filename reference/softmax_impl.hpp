@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/reference/softmax.hpp"
 #include "reference/attention_impl.hpp"  // detail::accurate_sum
 

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <span>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "reports/report_writer.hpp"
 #include "src/io/atomic_write.hpp"
 

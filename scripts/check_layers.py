@@ -4,7 +4,9 @@
     scripts/check_layers.py [--root DIR] [--table FILE] [--stage-map]
 
 The allowed arrows are read from the layer table of docs/architecture.md (the row format is
-described there), so the documentation and the check cannot drift apart. "Knows about" is
+described there), so the documentation and the check cannot drift apart. Inside the probes
+layer, the probe-folder table of the same file says which folder may include which: command
+families meet only through shared folders named for what they share. "Knows about" is
 transitive: a layer may include every layer reachable through its arrows. Every #include
 "..." (and every #include <...> that names a file of the tree) in the layer folders is
 resolved the way the compiler does (the including file's folder, then include/, then the
@@ -19,7 +21,7 @@ per-layer include directories of symlinks (cmake/numprobe_layers.cmake; docs/arc
 A folder of a visible layer is one symlink unless another layer's folder lies inside it
 (src/kernels/ holds src/kernels/emu/); then its entries are staged one by one, without
 that folder. Paths under include/ are staged without the include/ prefix, so the spellings
-stay numprobe/formats/x.hpp, src/formats/x.hpp, probes/x.hpp.
+stay numprobe/formats/x.hpp, src/formats/x.hpp, probes/<family>/x.hpp.
 
 Exit status: 0 when no include crosses a missing arrow, 1 with one line per violation
 (file:line includes X (layer A may not include layer B)), 2 when the table cannot be read.
@@ -46,6 +48,55 @@ KNOWN_PENDING: set = set()  # empty since the rne_block_quantizer rewrite landed
 
 class TableError(Exception):
     pass
+
+
+FAMILY_HEADER = re.compile(r"^\|\s*probe folder\s*\|\s*kind\s*\|\s*answers\s*\|\s*may include\s*\|\s*$")
+
+
+def read_families(path):
+    """{folder: (kind, set(short names it may include))} from the probe-folder table.
+
+    Inside the probes layer every command family has a folder (`probes/<name>/`, kind
+    `family`), and what several families use lives in a folder named for what it shares (kind
+    `shared`). A folder may include its own files and those of the shared folders it lists,
+    transitively; a family is never listed, so families meet only through shared folders."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    start = next((i for i, l in enumerate(lines) if FAMILY_HEADER.match(l)), None)
+    if start is None:
+        return {}
+    rows = {}
+    for n, line in enumerate(lines[start + 2:], start + 3):
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4:
+            raise TableError(f"{path}:{n}: a probe-folder row has 4 cells")
+        names = BACKTICKED.findall(cells[0])
+        if len(names) != 1 or not re.fullmatch(r"probes/[a-z_]+/", names[0]):
+            raise TableError(f"{path}:{n}: the first cell names one `probes/<name>/` folder")
+        kind = cells[1].strip("` ")
+        if kind not in ("family", "shared"):
+            raise TableError(f"{path}:{n}: kind is `family` or `shared`, not '{cells[1]}'")
+        rows[names[0].split("/")[1]] = (kind, set(BACKTICKED.findall(cells[3])))
+    for name, (_, allowed) in rows.items():
+        for other in allowed:
+            if other not in rows:
+                raise TableError(f"{path}: probes/{name}/ may include `{other}`, which is no probe folder")
+            if rows[other][0] != "shared":
+                raise TableError(f"{path}: probes/{name}/ lists the family `{other}`: families meet "
+                                 "only through shared folders")
+    return rows
+
+
+def family_closure(rows):
+    return closure({name: allowed for name, (_, allowed) in rows.items()})
+
+
+def probe_folder(rel):
+    """The probe folder of a root-relative path under probes/ ('' for a file directly there)."""
+    parts = rel.split("/")
+    return parts[1] if len(parts) > 2 else ""
 
 
 def read_table(path):
@@ -136,10 +187,16 @@ def check(root, table):
     folders, arrows = read_table(table)
     known = closure(arrows)
     prefixes = [(p, layer) for layer, ps in folders.items() for p in ps]
+    families = read_families(table)
+    family_known = family_closure(families) if families else {}
     violations, pending, used = [], [], set()
     files = sorted(set(layer_files(root, prefixes)))
     for rel in files:
         src_layer = layer_of(rel, prefixes)
+        src_folder = probe_folder(rel) if families and rel.startswith("probes/") else None
+        if src_folder is not None and src_folder not in families:
+            violations.append(f"{rel}: in no probe folder of the table (probes/<family>/ or a shared one)")
+            src_folder = None
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             for n, line in enumerate(f, 1):
                 m = INCLUDE.match(line)
@@ -152,6 +209,12 @@ def check(root, table):
                         violations.append(f"{rel}:{n}: includes {spelled}, which is not in the tree")
                     continue
                 dst_layer = layer_of(target, prefixes)
+                if src_folder is not None and target.startswith("probes/"):
+                    dst_folder = probe_folder(target)
+                    if dst_folder not in family_known[src_folder]:
+                        violations.append(f"{rel}:{n}: includes {spelled} (probes/{src_folder}/ may not "
+                                          f"include probes/{dst_folder}/: not a shared folder it lists)")
+                    continue
                 if dst_layer in known[src_layer]:
                     continue
                 dst = dst_layer or "(none: " + target.split("/")[0] + "/ is no library layer)"

@@ -19,5 +19,7 @@ command -v ccache >/dev/null && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
 CMAKE_ARGS="$launcher" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
   "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps ./python
 echo "python_test: package built and installed in $((SECONDS - t0)) s"
-NUMPROBE_CLI="$PWD/$build_dir/numprobe" "$py" -m pytest -q -p no:cacheprovider \
+cli="$build_dir/numprobe"
+case "$cli" in /*) ;; *) cli="$PWD/$cli" ;; esac  # BUILD_DIR may be absolute
+NUMPROBE_CLI="$cli" "$py" -m pytest -q -p no:cacheprovider \
   python/tests examples/python "$@"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "numprobe/metrics/kl.hpp"
-#include "probes/kl_probe.hpp"
+#include "probes/kl/kl_probe.hpp"
 #include "python/src/arrays.hpp"
 
 namespace numprobe::python {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "numprobe/core/attention_inputs.hpp"
-#include "probes/audit.hpp"
-#include "probes/drift_probe.hpp"
+#include "probes/audit/audit.hpp"
+#include "probes/attention/drift_probe.hpp"
 #include "python/src/arrays.hpp"
 #include "python/src/candidate_rows.hpp"
 #include "python/src/case_dict.hpp"

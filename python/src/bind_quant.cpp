@@ -7,7 +7,7 @@
 #include <string>
 
 #include "numprobe/formats/conventions.hpp"
-#include "probes/quant_probe.hpp"
+#include "probes/quant/quant_probe.hpp"
 #include "python/src/arrays.hpp"
 
 namespace numprobe::python {

@@ -8,7 +8,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/core/memory_budget.hpp"
 #include "numprobe/core/result.hpp"
 #include "src/io/atomic_write.hpp"

@@ -2,8 +2,8 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
-#include "probes/attention_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/attention/attention_result.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/dumped_inputs.hpp"

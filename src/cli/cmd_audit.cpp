@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
-#include "probes/audit.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/audit/audit.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/progress.hpp"

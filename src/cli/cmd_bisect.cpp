@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
-#include "probes/bisect.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/bisect/bisect.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/progress.hpp"

@@ -1,14 +1,14 @@
 // `numprobe convert RELEASE --to SCHEME [--format F] [--write OUT]`: re-quantize a released
-// checkpoint for other hardware and report the error it adds (probes/convert_probe.hpp).
+// checkpoint for other hardware and report the error it adds (probes/release/convert_probe.hpp).
 #include <fmt/format.h>
 
 #include <memory>
 
 #include "numprobe/core/bound.hpp"
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/release.hpp"
-#include "probes/convert_probe.hpp"
+#include "probes/release/convert_probe.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/quant_conventions.hpp"
 #include "src/cli/report_output.hpp"

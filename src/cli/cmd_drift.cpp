@@ -2,8 +2,8 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
-#include "probes/drift_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/attention/drift_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/progress.hpp"

@@ -4,13 +4,13 @@
 // JSON (--json PATH|-): the envelope plus nested objects, so the dotted names are
 // paths: kld.p99 is j["kld"]["p99"], delta_p.rms is j["delta_p"]["rms"]; top1_agreement is a
 // top-level number. --bound uses the dotted names (kld.p99<=0.05, top1>=0.9).
-// --positions N adds positions.bins[] and positions.fit (probes/kl_positions.hpp); a bf16 or
-// f16 base adds base_precision (probes/kl_precision_floor.hpp).
+// --positions N adds positions.bins[] and positions.fit (probes/kl/kl_positions.hpp); a bf16 or
+// f16 base adds base_precision (probes/kl/kl_precision_floor.hpp).
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
-#include "probes/kl_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/kl/kl_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/report_output.hpp"

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
-#include "probes/kvcache_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/kvcache/kvcache_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/report_output.hpp"

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "reports/report_files.hpp"
 #include "numprobe/io/regular_file.hpp"
 #include "reports/report_writer.hpp"

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
-#include "probes/quant_identify.hpp"
-#include "probes/quant_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/quant/quant_identify.hpp"
+#include "probes/quant/quant_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/quant_conventions.hpp"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "reports/report_files.hpp"
 #include "reports/report_writer.hpp"
 #include "src/cli/case_options.hpp"

@@ -7,11 +7,11 @@
 #include <memory>
 #include <sstream>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/core/bound.hpp"
-#include "probes/release_probe.hpp"
-#include "probes/scan_fnuz.hpp"
-#include "probes/scan_probe.hpp"
+#include "probes/release/release_probe.hpp"
+#include "probes/scan/scan_fnuz.hpp"
+#include "probes/scan/scan_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/quant_conventions.hpp"
@@ -23,7 +23,7 @@ namespace {
 
 struct scan_flags {
   std::string checkpoint, format = "nvfp4", vs, filter, from, to, rank_by = "bulk", act_stats;
-  std::string against, layout;  // a released quantized checkpoint (probes/release_probe.hpp)
+  std::string against, layout;  // a released quantized checkpoint (probes/release/release_probe.hpp)
   std::vector<std::string> bounds;
   report_flags out;  // --json, --csv, --md, --html, --junit
   bool all = false;

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
-#include "probes/attention_probe.hpp"  // json_number
-#include "probes/softmax_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/point/attention_probe.hpp"  // json_number
+#include "probes/softmax/softmax_probe.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/report_output.hpp"

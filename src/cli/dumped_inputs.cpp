@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <fstream>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/regular_file.hpp"
 #include "numprobe/io/load_tensor.hpp"
 #include "src/providers/exec_provider_files.hpp"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/cli/command.hpp"
 #include "src/core/interrupt.hpp"
 #include "src/providers/plugin_worker.hpp"

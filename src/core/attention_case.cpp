@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <utility>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/core/id_fields.hpp"
 
 namespace numprobe {

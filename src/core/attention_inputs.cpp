@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/error.hpp"
+#include "numprobe/base/rng.hpp"
 
 namespace numprobe {
 namespace {

@@ -11,7 +11,7 @@
 #include <atomic>
 #include <sys/types.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe {
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fstream>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe {
 namespace {

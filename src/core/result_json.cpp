@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <limits>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/core/result.hpp"
 
 namespace numprobe::result {

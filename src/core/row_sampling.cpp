@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 #include <numeric>
 
-#include "numprobe/core/error.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/error.hpp"
+#include "numprobe/base/rng.hpp"
 
 namespace numprobe {
 namespace {

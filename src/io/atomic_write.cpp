@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::io::detail {
 

@@ -4,7 +4,7 @@
 #include <system_error>
 
 #include "json_header.hpp"
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/regular_file.hpp"
 #include "numprobe/io/safetensors.hpp"
 

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::io {
 namespace {

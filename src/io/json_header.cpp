@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "utf8.hpp"
 
 namespace numprobe::io::detail {

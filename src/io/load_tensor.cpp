@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/checkpoint.hpp"
 #include "numprobe/io/npy.hpp"
 #include "numprobe/io/regular_file.hpp"

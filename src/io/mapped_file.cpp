@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/regular_file.hpp"
 
 namespace numprobe::io {

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "atomic_write.hpp"
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "utf8.hpp"
 
 namespace numprobe::io {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::io {
 

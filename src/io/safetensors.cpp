@@ -13,7 +13,7 @@
 
 #include "atomic_write.hpp"
 #include "json_header.hpp"
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::io {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::io {
 namespace {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <numeric>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::metrics {
 

@@ -17,7 +17,7 @@
 // largest error are exact.
 //
 // The bulk (issue 17): quant_bulk_error_sums adds the same two sums again over the elements with
-// |x| < a bound (the scan's magnitude percentile, probes/scan_bulk.cpp), in the same lanes and
+// |x| < a bound (the scan's magnitude percentile, probes/scan/scan_bulk.cpp), in the same lanes and
 // order, so with the same accuracy; its tensor sums are quant_error_sums' to the bit. The scan
 // codes the strips it measures the bulk on with it and the others with quant_error_sums, which
 // costs nothing extra. The quantizer default-constructs the lanes once per strip and knows

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "src/kernels/gpu/builtin_kernel_table.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"

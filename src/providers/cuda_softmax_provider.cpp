@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #if NUMPROBE_HAVE_CUDA
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/providers/gpu_faults.hpp"

@@ -4,7 +4,7 @@
 #include <limits>
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/emu/flash_decode.hpp"
 #include "src/providers/builtin_providers.hpp"

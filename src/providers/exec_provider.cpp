@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/providers/exec_provider_files.hpp"
 #include "src/providers/exec_provider_process.hpp"
 #include "src/providers/exec_provider_worker.hpp"

@@ -18,7 +18,7 @@
 #include "numprobe/core/attention_case.hpp"
 #include "numprobe/core/attention_inputs.hpp"
 #include "numprobe/core/attention_output.hpp"
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::exec {
 

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/core/interrupt.hpp"
 #include "src/core/quoted_text.hpp"
 

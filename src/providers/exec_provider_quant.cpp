@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <fstream>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/conventions.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/npy.hpp"

@@ -14,7 +14,7 @@
 #include <fstream>
 #include <limits>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/npy.hpp"
 #include "src/providers/exec_provider_files.hpp"
 #include "src/providers/exec_provider_process.hpp"

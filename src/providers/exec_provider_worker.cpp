@@ -12,7 +12,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/core/quoted_text.hpp"
 #include "src/providers/exec_provider_process.hpp"
 

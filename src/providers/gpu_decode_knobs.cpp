@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "src/providers/knobs.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/fault_table.hpp"
 

@@ -1,7 +1,7 @@
 // `--backend hip`: registered only in builds with CMake's HIP language (NUMPROBE_HAVE_HIP).
 #include "src/providers/hip_provider.hpp"
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/providers/cuda_provider.hpp"
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/core/quoted_text.hpp"
 #if NUMPROBE_HAVE_CUDA || NUMPROBE_HAVE_HIP
 #include "src/kernels/gpu/gpu_api.hpp"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/kernel_abi.h"
 #include "src/providers/knobs.hpp"

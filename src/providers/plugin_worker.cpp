@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/core/interrupt.hpp"
 #include "src/providers/exec_provider_process.hpp"
 #include "src/providers/exec_provider_worker.hpp"

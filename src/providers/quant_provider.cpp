@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 #include "src/providers/knobs.hpp"
 

@@ -1,7 +1,7 @@
 // `--backend ref`: the double reference itself as the implementation under test. Its error
 // against the reference is zero by construction; it exists to check probes and inputs end to end
 // and as the baseline for external kernels.
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/reference/attention.hpp"
 #include "src/providers/builtin_providers.hpp"
 #include "src/providers/provider.hpp"

@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 #include <mutex>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/providers/builtin_providers.hpp"
 #include "src/providers/knobs.hpp"
 #include "src/providers/provider.hpp"

@@ -2,7 +2,7 @@
 // looped_softmax.hpp) with named state dtypes and the softmax faults of the shared table.
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/emu/looped_softmax.hpp"
 #include "src/kernels/fault_table.hpp"
 #include "src/providers/softmax_provider.hpp"

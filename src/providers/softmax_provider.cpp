@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/providers/knobs.hpp"
 
 namespace numprobe {

@@ -3,7 +3,7 @@
 // attention and quantize backends, issue 16): ref (the double reference itself), emu (the
 // emulated looped softmax kernel), cuda (the GPU looped softmax kernel), exec:CMD and
 // exec-worker:CMD (a user's kernel as an external program). The softmax probe
-// (probes/softmax_probe.hpp) runs any of them against the reference.
+// (probes/softmax/softmax_probe.hpp) runs any of them against the reference.
 #include <cstdint>
 #include <map>
 #include <memory>

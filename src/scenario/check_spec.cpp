@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/scenario/scenario.hpp"
 
 namespace numprobe::scenario {

@@ -10,7 +10,7 @@
 #include <new>
 #include <regex>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/core/interrupt.hpp"
 #include "numprobe/io/regular_file.hpp"
 #include <filesystem>

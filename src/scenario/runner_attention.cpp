@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "probes/attention_probe.hpp"
+#include "probes/attention/attention_result.hpp"
 #include "src/scenario/attention_params.hpp"
 #include "src/scenario/check_runner.hpp"
 

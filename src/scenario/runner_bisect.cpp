@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
-#include "probes/attention_probe.hpp"
-#include "probes/bisect.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/point/attention_probe.hpp"
+#include "probes/bisect/bisect.hpp"
 #include "src/scenario/attention_params.hpp"
 #include "src/scenario/check_runner.hpp"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "probes/drift_probe.hpp"
+#include "probes/attention/drift_probe.hpp"
 #include "src/scenario/attention_params.hpp"
 #include "src/scenario/check_runner.hpp"
 

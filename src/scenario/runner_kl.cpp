@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
-#include "probes/kl_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/kl/kl_probe.hpp"
 #include "src/scenario/check_runner.hpp"
 
 namespace numprobe::scenario {

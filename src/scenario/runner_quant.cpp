@@ -5,8 +5,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
-#include "probes/quant_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/quant/quant_probe.hpp"
 #include "src/scenario/check_runner.hpp"
 
 namespace numprobe::scenario {

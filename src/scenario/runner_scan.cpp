@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "numprobe/core/error.hpp"
-#include "probes/scan_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/scan/scan_probe.hpp"
 #include "src/scenario/check_runner.hpp"
 
 namespace numprobe::scenario {

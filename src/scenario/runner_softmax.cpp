@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "numprobe/core/attention_case.hpp"
-#include "numprobe/core/error.hpp"
-#include "probes/softmax_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/softmax/softmax_probe.hpp"
 #include "src/scenario/attention_params.hpp"
 #include "src/scenario/check_runner.hpp"
 

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/regular_file.hpp"
 #include "src/scenario/check_runner.hpp"
 #include "src/scenario/scenario.hpp"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/io/npy.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "support/run_command.hpp"

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "support/run_command.hpp"
 

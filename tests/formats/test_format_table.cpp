@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/format.hpp"
 
 namespace nf = numprobe::formats;

@@ -5,7 +5,7 @@
 // (with the sign of a zero) and every block's scale, scale code, amax and counts must be equal
 // bit for bit. No tolerance: the fast path claims exactness.
 //
-// Inputs (seeded, numprobe/core/rng.hpp), in two families:
+// Inputs (seeded, numprobe/base/rng.hpp), in two families:
 //   mixed:  normals with outliers (x 60 every 97th), exact zeros and -0, NaN and +-inf, a run of
 //           tiny values (a block whose scale underflows to 0 in e4m3) and a whole outlier block;
 //   ties:   every element a midpoint of two neighbouring grid values of the element format (so
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "src/formats/rne_block_quantizer.hpp"

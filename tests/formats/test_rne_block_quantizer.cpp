@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
 #include "numprobe/formats/packing.hpp"

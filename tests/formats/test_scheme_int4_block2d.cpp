@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/error.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
 
 namespace nf = numprobe::formats;

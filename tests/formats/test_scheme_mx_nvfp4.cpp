@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
 
 namespace nf = numprobe::formats;

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "numprobe/core/attention_case.hpp"
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::fuzz {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/mapped_file.hpp"
 #include "numprobe/io/npy.hpp"
 #include "numprobe/io/safetensors.hpp"

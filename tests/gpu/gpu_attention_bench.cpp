@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"
 
 int main(int argc, char** argv) {

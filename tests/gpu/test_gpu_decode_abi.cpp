@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/kernel_abi.h"
 #include "src/kernels/gpu/builtin_kernel_table.hpp"
 #include "src/kernels/gpu/gpu_api.hpp"

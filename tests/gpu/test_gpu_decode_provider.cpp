@@ -11,7 +11,7 @@
 #include <cmath>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 

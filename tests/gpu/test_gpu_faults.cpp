@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/emu/flash_decode.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 
@@ -34,7 +34,7 @@ attention_case make(std::int64_t s, input_dist dist, mask_kind mask = mask_kind:
   return c;
 }
 
-std::vector<fault_case> cases() {
+std::vector<fault_case> fault_cases() {
   std::vector<fault_case> out;
   for (bool scalar : {false, true}) {
     // The max rises tile after tile: every missed or stale rescale shows.
@@ -79,7 +79,7 @@ TEST_P(gpu_fault, detected_where_clean_kernel_passes) {
   RecordProperty("faulty_ratio_to_naive", fmt::format("{:.4g}", b.ratio()));
 }
 
-INSTANTIATE_TEST_SUITE_P(faults, gpu_fault, ::testing::ValuesIn(cases()), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(faults, gpu_fault, ::testing::ValuesIn(fault_cases()), [](const auto& info) {
   return sanitize((info.param.scalar ? "scalar_" : "") + info.param.fault + "_" + info.param.c.id());
 });
 

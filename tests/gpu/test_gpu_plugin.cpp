@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 
 #ifndef NUMPROBE_CUDA_PLUGIN_PATH

@@ -2,7 +2,7 @@
 // errors (exit 3), and poisoned outputs. The no-device test runs where there is no GPU (CI).
 #include <gtest/gtest.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 
 namespace numprobe::gpu::testing {

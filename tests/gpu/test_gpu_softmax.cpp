@@ -24,7 +24,7 @@
 #include <cmath>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/reference/softmax.hpp"
 #include "src/providers/softmax_provider.hpp"
 #include "tests/gpu/gpu_test_support.hpp"

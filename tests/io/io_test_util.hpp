@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe::io::test {
 

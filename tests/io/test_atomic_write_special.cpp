@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/io/atomic_write.hpp"
 
 namespace {

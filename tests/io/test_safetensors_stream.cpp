@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "tests/io/io_test_util.hpp"
 

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <numeric>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/reference/decode.hpp"
 #include "src/kernels/emu/flash_decode.hpp"
 

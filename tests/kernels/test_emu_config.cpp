@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 
 namespace numprobe::emu {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <numeric>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/reference/softmax.hpp"
 #include "src/kernels/emu/looped_softmax.hpp"
 

@@ -23,7 +23,7 @@ file(WRITE ${WORK}/allowed.cpp "#include \"numprobe/base/error.hpp\"
 #include \"src/formats/rne_block_quantizer.hpp\"
 int main() { return 0; }
 ")
-set(upward_headers probes/kl_probe.hpp numprobe/core/result.hpp)
+set(upward_headers probes/kl/kl_probe.hpp numprobe/core/result.hpp)
 set(failures 0)
 
 function(compile name source dirs expect)  # expect: ok, or the header that must be missing
@@ -58,8 +58,9 @@ foreach(h IN LISTS upward_headers)
   file(WRITE ${WORK}/upward_${stem}.cpp "#include \"${h}\"\nint main() { return 0; }\n")
   compile("upward (formats includes ${h})" ${WORK}/upward_${stem}.cpp "${low}" "${h}")
 endforeach()
-compile("control (probes includes probes/kl_probe.hpp)" ${WORK}/upward_probes_kl_probe_hpp.cpp
-  "${high}" ok)
+list(GET upward_headers 0 probes_header)
+string(MAKE_C_IDENTIFIER ${probes_header} stem)
+compile("control (probes includes ${probes_header})" ${WORK}/upward_${stem}.cpp "${high}" ok)
 if(failures GREATER 0)
   message(FATAL_ERROR "layers: ${failures} of 4 compiles went the wrong way")
 endif()

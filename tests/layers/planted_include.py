@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""The layer check fails on a planted upward include, naming the file, the line and the layers.
+"""The layer check fails on a planted include, naming the file, the line and the rule broken.
 
     tests/layers/planted_include.py --root REPO
 
 Copies the layer folders of REPO (the ones docs/architecture.md lists) and the table into a
-temporary tree, runs scripts/check_layers.py on the copy as it is and again after appending
-`#include "probes/kl_probe.hpp"` to src/formats/format.cpp (formats, the bottom layer,
-including probes), and requires the second run to exit 1 with exactly one new violation: the
-planted line. Comparing the two runs keeps the test about the plant alone.
+temporary tree, runs scripts/check_layers.py on the copy as it is, then once per plant after
+appending one include to one file, and requires each planted run to exit 1 with exactly one new
+violation: the planted line. The plants:
+  - `#include "probes/kl/kl_probe.hpp"` in src/formats/format.cpp: formats, the bottom layer,
+    including probes;
+  - `#include "probes/quant/quant_probe.hpp"` in probes/kl/kl_result.cpp: one command family
+    including another, not through a shared folder (the probe-folder table).
+Comparing each planted run with the clean one keeps the test about the plant alone.
 """
 import argparse
 import os
@@ -16,8 +20,11 @@ import subprocess
 import sys
 import tempfile
 
-PLANTED_FILE = "src/formats/format.cpp"
-PLANTED_INCLUDE = "probes/kl_probe.hpp"
+PLANTS = [
+    ("src/formats/format.cpp", "probes/kl/kl_probe.hpp", "(layer formats may not include layer probes)"),
+    ("probes/kl/kl_result.cpp", "probes/quant/quant_probe.hpp",
+     "(probes/kl/ may not include probes/quant/: not a shared folder it lists)"),
+]
 
 
 def run_check(script, root):
@@ -44,25 +51,27 @@ def main():
                 shutil.copy2(src, dst)
         script = os.path.join(tmp, "scripts", "check_layers.py")
         _, clean, _ = run_check(script, tmp)
-
-        target = os.path.join(tmp, PLANTED_FILE)
-        with open(target, encoding="utf-8") as f:
-            line = sum(1 for _ in f) + 1
-        with open(target, "a", encoding="utf-8") as f:
-            f.write(f'#include "{PLANTED_INCLUDE}"\n')
-        rc, planted, text = run_check(script, tmp)
-
-    expected = (f"{PLANTED_FILE}:{line}: includes {PLANTED_INCLUDE} "
-                f"(layer formats may not include layer probes)")
-    print(text, end="")
-    new = planted - clean
-    if rc != 1 or new != {expected}:
-        print(f"FAIL: expected exit 1 and the one new violation\n  {expected}\n"
-              f"got exit {rc} and new violations {sorted(new)}")
-        return 1
-    print(f"ok: the planted include fails the check: {expected}")
-    return 0
-
+        failed = 0
+        for planted_file, include, rule in PLANTS:
+            target = os.path.join(tmp, planted_file)
+            with open(target, encoding="utf-8") as f:
+                original = f.read()
+            line = original.count("\n") + 1
+            with open(target, "a", encoding="utf-8") as f:
+                f.write(f'#include "{include}"\n')
+            rc, planted, text = run_check(script, tmp)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(original)
+            expected = f"{planted_file}:{line}: includes {include} {rule}"
+            print(text, end="")
+            new = planted - clean
+            if rc != 1 or new != {expected}:
+                print(f"FAIL: expected exit 1 and the one new violation\n  {expected}\n"
+                      f"got exit {rc} and new violations {sorted(new)}")
+                failed += 1
+            else:
+                print(f"ok: the planted include fails the check: {expected}")
+    return 1 if failed else 0
 
 if __name__ == "__main__":
     sys.exit(main())

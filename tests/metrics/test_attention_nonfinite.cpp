@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "numprobe/metrics/attention_errors.hpp"
-#include "probes/attention_probe.hpp"
+#include "probes/point/attention_probe.hpp"
 
 using namespace numprobe;
 

@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "src/metrics/fast_exp.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <vector>
 
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/metrics/kl.hpp"
 
 namespace {

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "numprobe/core/bound.hpp"
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/metrics/attention_errors.hpp"
 #include "numprobe/metrics/growth_fit.hpp"
 

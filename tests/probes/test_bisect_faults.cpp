@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "probes/bisect.hpp"
+#include "probes/bisect/bisect.hpp"
 
 using namespace numprobe;
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <map>
 
-#include "numprobe/core/error.hpp"
-#include "probes/drift_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/attention/drift_probe.hpp"
 
 using namespace numprobe;
 

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/error.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/npy.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "numprobe/metrics/kl.hpp"
-#include "probes/kl_probe.hpp"
+#include "probes/kl/kl_probe.hpp"
 
 namespace {
 

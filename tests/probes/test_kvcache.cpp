@@ -9,9 +9,9 @@
 #include <numeric>
 
 #include "numprobe/core/attention_inputs.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/reference/attention.hpp"
-#include "probes/kvcache_probe.hpp"
+#include "probes/kvcache/kvcache_probe.hpp"
 
 using namespace numprobe;
 using formats::format_id;

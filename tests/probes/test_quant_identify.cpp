@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/conventions.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/npy.hpp"
-#include "probes/quant_identify.hpp"
-#include "probes/quant_probe.hpp"
+#include "probes/quant/quant_identify.hpp"
+#include "probes/quant/quant_probe.hpp"
 #include "tests/support/run_command.hpp"
 
 namespace np = numprobe;

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/scheme.hpp"
-#include "probes/quant_inputs.hpp"
+#include "probes/quant/quant_inputs.hpp"
 
 namespace np = numprobe;
 namespace nf = numprobe::formats;

@@ -14,14 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/conventions.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "numprobe/io/release.hpp"
 #include "numprobe/io/safetensors.hpp"
-#include "probes/convert_probe.hpp"
-#include "probes/release_probe.hpp"
+#include "probes/release/convert_probe.hpp"
+#include "probes/release/release_probe.hpp"
 
 namespace numprobe::probes {
 namespace {

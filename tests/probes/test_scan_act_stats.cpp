@@ -14,11 +14,11 @@
 #include <unistd.h>
 #include <vector>
 
-#include "numprobe/core/error.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/error.hpp"
+#include "numprobe/base/rng.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "numprobe/io/safetensors.hpp"
-#include "probes/scan_probe.hpp"
+#include "probes/scan/scan_probe.hpp"
 
 namespace {
 

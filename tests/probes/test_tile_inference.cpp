@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
-#include "probes/tile_inference.hpp"
+#include "probes/tiles/tile_inference.hpp"
 
 using namespace numprobe;
 
@@ -99,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Issue 14: a kernel with key tile 96 that skips a partial last key tile, opaque. bisect used to
 // read its failures against B=16 and call it "rescale or merge frame"; with the inferred tile
 // the boundary step follows B=96 and the class is NUMERICS.md's "paged or tail tile".
-#include "probes/bisect.hpp"
+#include "probes/bisect/bisect.hpp"
 
 TEST(bisect_opaque, tail_tile_96_is_a_tail_tile) {
   probes::bisect_options o;
@@ -127,8 +127,8 @@ TEST(bisect_opaque, tail_tile_96_is_a_tail_tile) {
 }
 
 // Defaults on opaque kernels (issue 14): `--points tile` never refuses an unknown tile.
-#include "numprobe/core/error.hpp"
-#include "probes/drift_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/attention/drift_probe.hpp"
 
 TEST(common_tile_lengths, cross_every_common_tile_within_the_range) {
   const auto v = probes::common_tile_lengths(128, 2048);

@@ -7,9 +7,9 @@
 #include <regex>
 
 #include "byok_test_support.hpp"
-#include "numprobe/core/error.hpp"
-#include "probes/attention_probe.hpp"
-#include "probes/drift_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/point/attention_probe.hpp"
+#include "probes/attention/drift_probe.hpp"
 #include "src/providers/exec_provider_process.hpp"
 #include "src/providers/provider.hpp"
 

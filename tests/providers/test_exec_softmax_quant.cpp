@@ -9,11 +9,11 @@
 #include <filesystem>
 
 #include "byok_test_support.hpp"
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/formats/scheme.hpp"
 #include "numprobe/formats/conventions.hpp"
-#include "probes/quant_probe.hpp"
-#include "probes/softmax_probe.hpp"
+#include "probes/quant/quant_probe.hpp"
+#include "probes/softmax/softmax_probe.hpp"
 
 namespace numprobe {
 namespace {

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/emu/flash_decode.hpp"
 #include "src/kernels/emu/looped_softmax.hpp"

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "numprobe/core/attention_inputs.hpp"
-#include "numprobe/core/error.hpp"
-#include "probes/attention_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/point/attention_probe.hpp"
 #include "src/core/quoted_text.hpp"
 #include "src/io/utf8.hpp"
 #include "src/providers/provider.hpp"

@@ -4,7 +4,7 @@
 #include <limits>
 #include <map>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/providers/knobs.hpp"
 
 namespace numprobe {

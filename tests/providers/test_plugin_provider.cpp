@@ -8,8 +8,8 @@
 #include <map>
 #include <regex>
 
-#include "numprobe/core/error.hpp"
-#include "probes/attention_probe.hpp"
+#include "numprobe/base/error.hpp"
+#include "probes/point/attention_probe.hpp"
 #include "src/providers/provider.hpp"
 
 namespace numprobe {

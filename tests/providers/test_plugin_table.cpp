@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/kernel_abi.h"
 #include "src/providers/plugin_buffers.hpp"
 #include "src/providers/plugin_library.hpp"

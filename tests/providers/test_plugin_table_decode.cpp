@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/kernel_abi.h"
 #include "src/providers/plugin_library.hpp"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "numprobe/core/attention_case.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/rng.hpp"
 
 namespace numprobe::test {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/reference/attention.hpp"
 #include "reference/reference_cases.hpp"
 #include "reference/reference_test_support.hpp"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/core/row_sampling.hpp"
 #include "reference/reference_cases.hpp"
 #include "reference/reference_test_support.hpp"

@@ -8,7 +8,7 @@
 #include <regex>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "reports/report_checks.hpp"
 #include "reports/report_files.hpp"
 #include "reports/report_writer.hpp"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/scenario/check_runner.hpp"
 #include "src/scenario/run_scenario.hpp"
 #include "src/scenario/scenario.hpp"

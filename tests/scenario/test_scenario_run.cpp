@@ -6,7 +6,7 @@
 #include <set>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/scenario/check_runner.hpp"
 #include "src/scenario/run_scenario.hpp"
 

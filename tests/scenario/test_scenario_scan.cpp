@@ -7,7 +7,7 @@
 #include <random>
 #include <unistd.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "src/scenario/run_scenario.hpp"
 

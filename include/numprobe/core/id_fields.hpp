@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 
 namespace numprobe {
 

@@ -14,7 +14,7 @@
 #include <numbers>
 #include <type_traits>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/emu/flash_mask.hpp"
 #include "src/kernels/emu/kv_scales.hpp"

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 
 namespace numprobe::emu {

@@ -8,8 +8,8 @@
 #include <limits>
 #include <numbers>
 
-#include "numprobe/core/error.hpp"
-#include "numprobe/core/rng.hpp"
+#include "numprobe/base/error.hpp"
+#include "numprobe/base/rng.hpp"
 #include "src/kernels/emu/state_rounder.hpp"
 
 namespace numprobe::emu {

@@ -10,7 +10,7 @@
 #include <numbers>
 #include <type_traits>
 
-#include "numprobe/core/error.hpp"
+#include "numprobe/base/error.hpp"
 #include "src/kernels/fault_table.hpp"
 #include "src/kernels/emu/state_rounder.hpp"
 

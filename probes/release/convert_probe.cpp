@@ -1,0 +1,508 @@
+// `numprobe convert`: convert_probe.hpp.
+//
+// Streaming: every output tensor is declared before a shard's bytes are written, and a shard's
+// bytes come in safetensors_stream::order() (widest dtype first, then by name). Wide tensors (F32
+// scales, BF16) are produced in a first pass per tensor where they come first; 8-bit tensors come
+// by name, so a weight's codes ("P.weight", "P.weight_packed") precede its 8-bit scales
+// ("P.weight_scale"): the codes are streamed slab by slab and the 8-bit scales (1/16 of the codes
+// or less) are kept until their turn. Memory is O(slab) plus those scales.
+#include "probes/release/convert_probe.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <map>
+#include <memory>
+#include <regex>
+
+#include "numprobe/base/error.hpp"
+#include "numprobe/core/result_gates.hpp"
+#include "probes/names/name_filter.hpp"
+#include "numprobe/formats/format.hpp"
+#include "numprobe/io/checkpoint.hpp"
+#include "numprobe/io/safetensors.hpp"
+#include "probes/release/convert_write.hpp"
+#include "src/formats/rne_block_quantizer.hpp"
+#include "src/io/atomic_write.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+namespace fs = std::filesystem;
+namespace nf = numprobe::formats;
+
+// 2 MiB of doubles per array: a 1 GiB tensor written in under 100 MiB of RSS (issue 18) keeps its
+// 8-bit scales (64 MiB for ct-mxfp4) until their turn, so the slab arrays must stay small.
+constexpr std::int64_t k_slab_elements = std::int64_t{1} << 18;
+
+struct err_sums {
+  double sig = 0.0, err = 0.0, max_abs = 0.0;
+  std::int64_t flushed = 0;
+  void add(const std::vector<double>& ref, const double* v) {
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const double d = v[i] - ref[i];
+      sig += ref[i] * ref[i];
+      err += d * d;
+      max_abs = std::max(max_abs, std::fabs(d));
+      flushed += (ref[i] != 0.0 && v[i] == 0.0) ? 1 : 0;
+    }
+  }
+  [[nodiscard]] convert_error result() const {
+    convert_error e;
+    e.sqnr_db = err > 0 ? 10.0 * std::log10(sig / err) : std::numeric_limits<double>::infinity();
+    e.rel_rms = sig > 0 ? std::sqrt(err / sig) : 0.0;
+    e.max_abs = max_abs;
+    e.flushed = flushed;
+    return e;
+  }
+};
+
+std::int64_t step_rows(const io::release_tensor& t, const nf::scheme_config& c) {
+  const auto g = nf::grid_of(c, t.rows, t.cols);
+  std::int64_t unit = std::max<std::int64_t>(1, t.row_align);
+  if (c.kind == nf::scheme_kind::m_block2d) unit = std::lcm(unit, std::max<std::int64_t>(1, g.block_rows));
+  const std::int64_t want = std::max<std::int64_t>(1, k_slab_elements / std::max<std::int64_t>(1, t.cols));
+  return std::max(unit, want / unit * unit);
+}
+
+bool tensor_scaled(const nf::scheme_config& c) {
+  return c.kind == nf::scheme_kind::m_nvfp4 || c.kind == nf::scheme_kind::m_tensor;
+}
+
+// One converted slab: what formats::quantize() stores for it (codes one byte per element: every
+// target layout's element is at most 8 bits; the sentinel row's blocks dropped).
+struct slab_codes {
+  std::vector<std::uint8_t> codes;
+  std::vector<double> dequant;
+  std::vector<nf::block_stats> blocks;
+};
+
+// One converted weight being written: its slabs quantized in order, with what each output part
+// needs kept. Schemes the RNE block quantizer covers (src/formats/rne_block_quantizer.hpp) are
+// coded by it: the same codes, scales and dequantized values as quantize() (checked bit for bit
+// by tests/formats/test_rne_block_codes.cpp), without quantize()'s per-element reference codec.
+// Others take quantize() itself.
+class converter {
+ public:
+  converter(const io::release& rel, const io::release_tensor& t, const nf::scheme_config& c,
+            const io::tensor_view* orig)
+      : m_rel(rel), m_t(t), m_c(c), m_orig(orig), m_step(step_rows(t, c)) {
+    if (tensor_scaled(c)) {
+      for (std::int64_t r0 = 0; r0 < t.rows; r0 += m_step) {
+        const auto s = rel.decode_rows(t, r0, std::min(t.rows, r0 + m_step));
+        for (const double v : s.values)
+          if (std::isfinite(v)) m_amax = std::max(m_amax, std::fabs(v));
+      }
+      rel.release_pages(t);
+      // The tensor scale quantize() derives from this amax (a row holding it alone).
+      std::vector<double> row(static_cast<std::size_t>(t.cols), 0.0);
+      row[0] = m_amax;
+      m_tensor_scale = nf::quantize(c, row, 1, t.cols).tensor_scale;
+    }
+    if (nf::detail::rne_block_quantizer::covers(c)) {
+      m_fast.emplace(c);
+      // quantize() on the whole tensor derives s_t (or the `tensor` kind's scale) from its amax.
+      if (tensor_scaled(c)) m_fast->set_tensor_amax(m_amax);
+    }
+  }
+
+  // Quantizes rows [r0, r1) into `q`, their decoded release values into `values`.
+  void slab(std::int64_t r0, std::int64_t r1, std::vector<double>& values, slab_codes& q) {
+    auto s = m_rel.decode_rows(m_t, r0, r1);
+    values = std::move(s.values);
+    const std::size_t n = values.size();
+    const auto g = nf::grid_of(m_c, r1 - r0, m_t.cols);
+    if (m_fast) {
+      q.codes.resize(n);
+      q.dequant.resize(n);
+      q.blocks.resize(static_cast<std::size_t>(g.count()));
+      const auto gc = static_cast<std::size_t>(g.grid_cols);
+      for (std::int64_t br = 0; br < g.grid_rows; ++br) {
+        const std::int64_t b0 = br * g.block_rows;
+        m_fast->code_strip(values.data(), nf::detail::element_storage::m_f64, m_t.cols, b0,
+                           std::min(g.block_rows, (r1 - r0) - b0), g.block_cols,
+                           std::span(q.blocks).subspan(static_cast<std::size_t>(br) * gc, gc), q.codes.data(),
+                           q.dequant.data());
+      }
+      return;
+    }
+    // quantize() over the slab; a tensor-scaled scheme sees the tensor's amax in a sentinel row.
+    const bool sentinel = tensor_scaled(m_c) && !(r0 == 0 && r1 == m_t.rows);
+    std::vector<double> buf = values;
+    if (sentinel) {
+      buf.resize(n + static_cast<std::size_t>(m_t.cols), 0.0);
+      buf[n] = m_amax;
+    }
+    auto full = nf::quantize(m_c, buf, (r1 - r0) + (sentinel ? 1 : 0), m_t.cols);
+    q.codes.resize(n);
+    for (std::size_t i = 0; i < n; ++i) q.codes[i] = static_cast<std::uint8_t>(full.codes[i] & 0xFF);
+    full.dequant.resize(n);
+    q.dequant = std::move(full.dequant);
+    full.blocks.resize(static_cast<std::size_t>(g.count()));
+    q.blocks = std::move(full.blocks);
+  }
+
+  // Pass over every slab: errors, and the bytes of each output part via `emit`.
+  template <class Emit>
+  void run(Emit&& emit, convert_tensor_report& rep) {
+    err_sums added, rel_orig, conv_orig;
+    std::vector<double> values, x;
+    slab_codes q;
+    for (std::int64_t r0 = 0; r0 < m_t.rows; r0 += m_step) {
+      const std::int64_t r1 = std::min(m_t.rows, r0 + m_step);
+      slab(r0, r1, values, q);
+      added.add(values, q.dequant.data());
+      if (m_orig) {
+        x.resize(values.size());
+        m_orig->decode(static_cast<std::uint64_t>(r0 * m_t.cols), x);
+        rel_orig.add(x, values.data());
+        conv_orig.add(x, q.dequant.data());
+      }
+      emit(q);
+    }
+    // Each pass holds one weight's mapped pages, not the whole release's (and original's).
+    m_rel.release_pages(m_t);
+    if (m_orig && m_orig->owner)
+      m_orig->owner->release_pages(static_cast<std::size_t>(m_orig->bytes.data() - m_orig->owner->bytes().data()),
+                                   m_orig->bytes.size());
+    rep.added = added.result();
+    if (m_orig) {
+      rep.release_vs_original = rel_orig.result();
+      rep.converted_vs_original = conv_orig.result();
+    }
+  }
+
+  [[nodiscard]] double tensor_scale() const { return m_tensor_scale; }
+
+ private:
+  const io::release& m_rel;
+  const io::release_tensor& m_t;
+  nf::scheme_config m_c;
+  const io::tensor_view* m_orig;
+  std::int64_t m_step;
+  double m_amax = 0.0, m_tensor_scale = 1.0;
+  std::optional<nf::detail::rne_block_quantizer> m_fast;
+};
+
+void append_codes(const slab_codes& q, bool nibbles, std::vector<std::byte>& out) {
+  if (!nibbles) {
+    for (const auto c : q.codes) out.push_back(static_cast<std::byte>(c & 0xFF));
+    return;
+  }
+  for (std::size_t i = 0; i + 1 < q.codes.size(); i += 2)
+    out.push_back(static_cast<std::byte>((q.codes[i] & 0xF) | ((q.codes[i + 1] & 0xF) << 4)));
+}
+
+std::uint16_t bf16_bits(double v) {
+  return static_cast<std::uint16_t>(nf::encode(nf::format_id::m_bf16, v, nf::rounding::m_nearest_even,
+                                               nf::overflow::m_format_default));
+}
+
+template <class T>
+void append_pod(const T& v, std::vector<std::byte>& out) {
+  const auto* p = reinterpret_cast<const std::byte*>(&v);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+// What one shard holds: output tensors, each from a converted weight (index into the release's
+// tensors) or a passthrough tensor.
+struct planned {
+  out_tensor out;
+  int weight = -1;             // index into the converted tensors, -1 for passthrough
+  std::string passthrough;     // the release tensor copied as stored
+};
+
+void check_out_dir(const fs::path& out, const std::string& release) {
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (!fs::is_directory(out)) throw_input_error("--write", "'" + out.string() + "' exists and is not a folder");
+    if (!fs::is_empty(out)) throw_input_error("--write", "'" + out.string() + "' is not empty (the input is never overwritten)");
+  }
+  const fs::path rel = fs::weakly_canonical(fs::path(release));
+  const fs::path rel_dir = fs::is_directory(rel) ? rel : rel.parent_path();
+  if (fs::weakly_canonical(out) == rel_dir)
+    throw_input_error("--write", "'" + out.string() + "' holds the release (the input is never overwritten)");
+  fs::create_directories(out);
+}
+
+fs::path config_beside(const std::string& release) {
+  const fs::path p(release);
+  return (fs::is_directory(p) ? p : p.parent_path()) / "config.json";
+}
+
+void write_text_atomic(const fs::path& target, const std::string& text) {
+  io::detail::atomic_write(target, {std::as_bytes(std::span<const char>(text.data(), text.size()))});
+}
+
+}  // namespace
+
+convert_report run_convert(const convert_options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  convert_report r;
+  r.options = o;
+  const auto rel = io::release::open(o.release, o.layout);
+  r.layout = std::string(io::name(rel.layout()));
+  r.detected_by = rel.detected_by();
+  r.passthrough = rel.passthrough().size();
+  std::optional<io::checkpoint> orig;
+  if (!o.against.empty()) orig = io::checkpoint::open(o.against);
+  const std::regex filter = name_filter(o.filter);
+  std::vector<const io::release_tensor*> todo;
+  for (const auto& t : rel.tensors())
+    if (std::regex_search(t.name, filter)) todo.push_back(&t);
+  if (todo.empty()) throw_input_error(o.filter.empty() ? o.release : "--filter", "no quantized tensor to convert");
+  const bool writing = !o.write.empty();
+  if (writing) r.write_layout = choose_write_layout(o.write_layout, o.target, o.target_name);
+
+  // The original of each tensor (shape checked), and the report rows.
+  std::vector<std::optional<io::tensor_view>> originals(todo.size());
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    auto& rep = r.tensors.emplace_back();
+    rep.name = todo[i]->name;
+    rep.from_scheme = todo[i]->scheme_name;
+    rep.rows = todo[i]->rows;
+    rep.cols = todo[i]->cols;
+    r.elements += static_cast<std::uint64_t>(rep.rows * rep.cols);
+    if (!orig) continue;
+    const auto& names = orig->tensors();
+    if (std::none_of(names.begin(), names.end(), [&](const auto& e) { return e.name == rep.name; })) continue;
+    originals[i] = orig->get(rep.name);
+    if (originals[i]->element_count() != static_cast<std::uint64_t>(rep.rows * rep.cols))
+      throw_input_error(originals[i]->place(), fmt::format("{} elements; the release's {} is {}x{}",
+                                                           originals[i]->element_count(), rep.name, rep.rows, rep.cols));
+  }
+
+  if (!writing) {
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      converter cv(rel, *todo[i], o.target, originals[i] ? &*originals[i] : nullptr);
+      cv.run([](const slab_codes&) {}, r.tensors[i]);
+    }
+  } else {
+    const fs::path out(o.write);
+    check_out_dir(out, o.release);
+    // Plan: every output tensor with its size, in name order, into shards of about shard_bytes.
+    std::vector<planned> plan;
+    for (std::size_t i = 0; i < todo.size(); ++i)
+      for (auto& ot : layout_tensors(r.write_layout, todo[i]->name, todo[i]->shape, o.target))
+        plan.push_back({std::move(ot), static_cast<int>(i), {}});
+    for (const auto& name : rel.passthrough()) {
+      const auto v = rel.files().get(name);
+      plan.push_back({{name, v.dtype, v.shape, out_part::m_codes}, -1, name});
+    }
+    std::stable_sort(plan.begin(), plan.end(), [](const planned& a, const planned& b) { return a.out.name < b.out.name; });
+    std::vector<std::vector<planned>> shards(1);
+    std::uint64_t in_shard = 0;
+    for (auto& p : plan) {
+      const std::uint64_t bytes =
+          io::checked_byte_count(p.out.dtype, io::checked_element_count(p.out.shape, p.out.name), p.out.name);
+      // A weight's parts stay in one shard (its later parts have the same weight index).
+      const bool same_weight = !shards.back().empty() && p.weight >= 0 && shards.back().back().weight == p.weight;
+      if (!shards.back().empty() && !same_weight && in_shard + bytes > o.shard_bytes) {
+        shards.emplace_back();
+        in_shard = 0;
+      }
+      in_shard += bytes;
+      shards.back().push_back(std::move(p));
+    }
+    nlohmann::json weight_map = nlohmann::json::object();
+    const std::size_t ns = shards.size();
+    for (std::size_t k = 0; k < ns; ++k) {
+      const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, ns);
+      std::vector<io::tensor_decl> decls;
+      std::map<std::string, const planned*> by_name;
+      for (const auto& p : shards[k]) {
+        decls.push_back({p.out.name, p.out.dtype, p.out.shape});
+        by_name[p.out.name] = &p;
+        weight_map[p.out.name] = file;
+      }
+      io::safetensors_stream w(out / file, std::move(decls), {{"format", "pt"}, {"producer", "numprobe convert"}});
+      // Per weight: its converter (one amax pass when the scheme has a tensor scale), and the
+      // 8-bit scales its streamed pass produced, kept until their turn.
+      struct weight_state {
+        std::unique_ptr<converter> cv;
+        std::vector<std::byte> scale_codes;
+        bool coded = false;
+      };
+      std::map<int, weight_state> state;
+      const bool nibbles = nf::info(o.target.element).storage_bits == 4;
+      const auto put = [&](std::span<const std::byte> bytes) {
+        w.write(bytes);
+        r.bytes_written += bytes.size();
+      };
+      for (const auto& d : w.order()) {
+        const planned& p = *by_name.at(d.name);
+        if (p.weight < 0) {
+          put(rel.files().get(p.passthrough).bytes);
+          continue;
+        }
+        const auto i = static_cast<std::size_t>(p.weight);
+        auto& st = state[p.weight];
+        if (!st.cv) st.cv = std::make_unique<converter>(rel, *todo[i], o.target, originals[i] ? &*originals[i] : nullptr);
+        std::vector<std::byte> buf;
+        switch (p.out.part) {
+          case out_part::m_tensor_scale: {
+            append_pod(static_cast<float>(st.cv->tensor_scale()), buf);
+            put(buf);
+            break;
+          }
+          case out_part::m_scale_values: {
+            // F32 scales precede the 8-bit codes in the file: a pass of their own.
+            convert_tensor_report scratch;
+            st.cv->run([&](const slab_codes& q) {
+              for (const auto& b : q.blocks) append_pod(static_cast<float>(b.scale), buf);
+            }, scratch);
+            put(buf);
+            break;
+          }
+          case out_part::m_codes:
+          case out_part::m_bf16: {
+            st.cv->run([&](const slab_codes& q) {
+              buf.clear();
+              if (p.out.part == out_part::m_bf16) {
+                for (const double v : q.dequant) append_pod(bf16_bits(v), buf);
+              } else {
+                append_codes(q, nibbles, buf);
+                for (const auto& b : q.blocks) append_pod(static_cast<std::uint8_t>(b.scale_code & 0xFF), st.scale_codes);
+              }
+              put(buf);
+            }, r.tensors[i]);
+            st.coded = true;
+            break;
+          }
+          case out_part::m_scale_codes: {
+            if (!st.coded) throw_backend_error("convert", "internal: 8-bit scales of " + todo[i]->name + " before its codes");
+            put(st.scale_codes);
+            st.scale_codes = {};
+            break;
+          }
+        }
+      }
+      w.finish();
+      r.files.push_back(file);
+    }
+    // Index and config, each atomically.
+    nlohmann::json index{{"metadata", {{"total_size", r.bytes_written}, {"producer", "numprobe convert"}}},
+                         {"weight_map", weight_map}};
+    write_text_atomic(out / "model.safetensors.index.json", index.dump(2));
+    r.files.push_back("model.safetensors.index.json");
+    nlohmann::json config = nlohmann::json::object();
+    const auto cfg = config_beside(o.release);
+    if (fs::exists(cfg)) {
+      try {
+        std::ifstream f(cfg);
+        config = nlohmann::json::parse(f);
+      } catch (const std::exception&) {
+        config = nlohmann::json::object();
+      }
+    }
+    const auto qc = layout_quantization_config(r.write_layout, o.target);
+    if (qc.is_null()) config.erase("quantization_config");
+    else config["quantization_config"] = qc;
+    write_text_atomic(out / "config.json", config.dump(2));
+    r.files.push_back("config.json");
+  }
+  for (const auto& b : o.bounds) {
+    const double v = convert_metric(r, b.metric);
+    if (!b.holds(v)) r.breaches.push_back({b.text(), v});
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+double convert_metric(const convert_report& r, const std::string& name) {
+  const bool lowest = name.ends_with("sqnr_db");
+  double worst = lowest ? std::numeric_limits<double>::infinity() : 0.0;
+  bool any = false;
+  for (const auto& t : r.tensors) {
+    const convert_error* e = &t.added;
+    std::string m = name;
+    if (name.starts_with("added_")) {
+      m = name.substr(6);
+    } else if (name.starts_with("converted_")) {
+      if (!t.converted_vs_original) continue;
+      e = &*t.converted_vs_original;
+      m = name.substr(10);
+    } else {
+      throw_input_error("--bound", fmt::format("unknown convert metric '{}' (known: added_sqnr_db, added_rel_rms, "
+                                               "added_max_abs, added_flushed, converted_sqnr_db, converted_rel_rms)",
+                                               name));
+    }
+    double v = 0.0;
+    if (m == "sqnr_db") v = e->sqnr_db;
+    else if (m == "rel_rms") v = e->rel_rms;
+    else if (m == "max_abs") v = e->max_abs;
+    else if (m == "flushed") v = static_cast<double>(e->flushed);
+    else throw_input_error("--bound", fmt::format("unknown convert metric '{}'", name));
+    any = true;
+    worst = lowest ? std::min(worst, v) : std::max(worst, v);
+  }
+  if (!any) throw_input_error("--bound", fmt::format("{} needs --against ORIGINAL", name));
+  return worst;
+}
+
+nlohmann::json to_json(const convert_report& r) {
+  const auto err = [](const convert_error& e) {
+    return nlohmann::json{{"sqnr_db", result::json_number(e.sqnr_db)}, {"rel_rms", e.rel_rms},
+                          {"max_abs", e.max_abs}, {"flushed", e.flushed}};
+  };
+  nlohmann::json ts = nlohmann::json::array();
+  for (const auto& t : r.tensors) {
+    nlohmann::json j{{"name", t.name}, {"from", t.from_scheme}, {"shape", {t.rows, t.cols}}, {"added", err(t.added)}};
+    if (t.release_vs_original)
+      j["against"] = {{"release", err(*t.release_vs_original)}, {"converted", err(*t.converted_vs_original)}};
+    ts.push_back(std::move(j));
+  }
+  nlohmann::json j{{"release", r.options.release}, {"layout", r.layout}, {"detected_by", r.detected_by},
+                   {"to", r.options.target_name}, {"element", std::string(formats::name(r.options.target.element))},
+                   {"conventions", formats::conventions_text(r.options.target)},
+                   {"tensors", ts}, {"elements", r.elements}, {"passthrough_tensors", r.passthrough}};
+  if (!r.options.write.empty())
+    j["write"] = {{"dir", r.options.write}, {"layout", r.write_layout}, {"files", r.files},
+                  {"bytes", r.bytes_written}};
+  return j;
+}
+
+void fill_result(const convert_report& r, result::check_result& out) {
+  out.probe = "convert";
+  out.details = to_json(r);
+  result::view_builder v(out);
+  v.line(fmt::format("release   {} ({}, detected by {})", r.options.release, r.layout, r.detected_by));
+  v.line(fmt::format("to        {} ({} elements, {})", r.options.target_name, formats::name(r.options.target.element),
+                     formats::conventions_text(r.options.target)));
+  const bool against = !r.options.against.empty();
+  std::vector<std::string> cols{"tensor", "from", "shape", "added_sqnr_db", "added_rel_rms", "added_flushed"};
+  if (against) {
+    cols.push_back("release_sqnr_db");
+    cols.push_back("converted_sqnr_db");
+  }
+  auto& tab = v.add_table(cols, "added error per tensor (against the release)");
+  for (const auto& t : r.tensors) {
+    std::vector<std::string> row{t.name, t.from_scheme, fmt::format("{}x{}", t.rows, t.cols),
+                                 result::fixed3(t.added.sqnr_db), result::sci(t.added.rel_rms),
+                                 std::to_string(t.added.flushed)};
+    if (against) {
+      row.push_back(t.release_vs_original ? result::fixed3(t.release_vs_original->sqnr_db) : "-");
+      row.push_back(t.converted_vs_original ? result::fixed3(t.converted_vs_original->sqnr_db) : "-");
+    }
+    tab.rows.push_back(std::move(row));
+  }
+  if (!r.options.write.empty())
+    v.line(fmt::format("wrote     {} ({} layout): {} files, {:.1f} MiB", r.options.write, r.write_layout,
+                       r.files.size(), static_cast<double>(r.bytes_written) / (1 << 20)));
+  for (const auto& b : r.options.bounds) {
+    const double m = convert_metric(r, b.metric);
+    auto g = result::evaluate_gate(b, m, "");
+    if (!g.held) out.outcome = result::status::m_fail;
+    out.gates.push_back(std::move(g));
+  }
+  out.seconds = r.seconds;
+}
+
+}  // namespace numprobe::probes
