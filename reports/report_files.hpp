@@ -14,7 +14,12 @@ struct report_targets {
   std::map<std::string, std::string> paths;  // format name (json, junit, md, csv, html) -> PATH
 };
 
-// Throws numprobe::error (exit 2) naming the path on failure.
+// Before any work: two reports to one path (or both to stdout), a path that is a folder, or a
+// folder that does not exist are input errors (exit 2) naming the flags.
+void check_report_targets(const report_targets& t);
+
+// Throws numprobe::error (exit 2) naming the path on failure; the reports this call had
+// already written are then removed (none is left recording another outcome).
 void write_reports(const result::run_result& r, const report_targets& t);
 
 }  // namespace numprobe::reports

@@ -70,6 +70,8 @@ audit_result run_audit(const audit_options& o) {
   }
   r.healthy = r.baseline.verdict == "pass" && failing_classes(r.classes).empty() && r.errors.empty();
   r.trace = ctx.trace();
+  r.seq_asked = o.seq_hi;
+  for (const auto& s : r.trace) r.seq_longest = std::max(r.seq_longest, s.seq);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -111,6 +113,7 @@ nlohmann::json to_json(const audit_result& r, bool with_seconds) {
                       {"errors", errors},
                       {"unsupported", unsupported},
                       {"healthy", r.healthy},
+                      {"seq", {{"asked", r.seq_asked}, {"longest", r.seq_longest}}},
                       {"trace", trace}};
   if (with_seconds) j["seconds"] = r.seconds;
   return j;
@@ -132,6 +135,9 @@ void add_view(const audit_result& r, result::check_result& out) {
   v.line(fmt::format("bound     {}", r.bounds.empty() ? "" : r.bounds.front()));
   v.line(fmt::format("tile      {}", tile));
   if (r.inferred.ran) v.line(fmt::format("          inference: {}", tile_text(r.inferred)));
+  if (r.seq_longest > r.seq_asked)
+    v.line(fmt::format("lengths   up to {} (--seq {} asked less: the probes need lengths that cross the tiles)",
+                       r.seq_longest, r.seq_asked));
   auto& t = v.add_table({"class", "verdict", "cases"});
   {
     const auto& b = r.baseline;

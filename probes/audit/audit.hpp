@@ -44,6 +44,9 @@ struct audit_result {
   std::vector<audit_error> errors;
   std::vector<audit_error> unsupported;  // cases the kernel refused (a declared lack of support)
   bool healthy = true;          // the baseline holds, no class fails and no case errored
+  std::int64_t seq_asked = 0;   // --seq: the longest length asked for
+  std::int64_t seq_longest = 0; // the longest length measured (above seq_asked when the
+                                // probes need longer lengths to cross the tiles: said so)
   std::vector<bisect_step> trace;
   double seconds = 0.0;
 };

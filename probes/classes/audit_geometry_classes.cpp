@@ -27,6 +27,7 @@ audit_class mask_geometry(runner& r, const attention_case& base, const layout& L
       probes.push_back(r.run(k, c, fmt::format("causal with T={} != S={} (bottom-right alignment)", t, s)));
     }
     for (std::int64_t w : {b - 1, b, b + 1}) {
+      if (w < 1) continue;  // a one-key tile (--tile 64x1): no window of W = 0
       attention_case c = family(base, L, s, input_dist::m_normal, mask_kind::m_window);
       c.window = w;
       probes.push_back(r.run(k, c, fmt::format("sliding window W={} (edge keys)", w)));

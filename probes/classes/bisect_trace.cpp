@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "numprobe/base/error.hpp"
 
@@ -31,8 +32,9 @@ bisect_context::bisect_context(provider_options base, std::vector<bound> bounds,
   const auto& names = point_metric_names();
   for (const auto& b : m_bounds)
     if (std::find(names.begin(), names.end(), b.metric) == names.end())
-      throw_input_error("--bound", fmt::format("unknown metric '{}' for bisect", b.metric));
-  if (m_bounds.empty()) throw_input_error("--bound", "bisect needs a bound");
+      throw_input_error("--bound", fmt::format("unknown metric '{}': an attention point has {}", b.metric,
+                                               fmt::join(names, ", ")));
+  if (m_bounds.empty()) throw_input_error("--bound", "needs a bound");
 }
 
 attention_provider& bisect_context::provider_for(const provider_options& po) {

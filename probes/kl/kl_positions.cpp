@@ -105,7 +105,12 @@ kl_positions kl_by_position(std::span<const metrics::kl_row> rows, std::int64_t 
   f.r2 = lin.r2;
   f.log2_slope = lg.slope;
   f.log2_r2 = lg.r2;
-  f.last_over_first = out.bins.back().kld_mean / out.bins.front().kld_mean;
+  // Identical logits have KL 0 in every bin: no growth (1), not 0/0. A first bin at 0 under a
+  // later one above it is unbounded growth (+inf).
+  const double first = out.bins.front().kld_mean, last = out.bins.back().kld_mean;
+  f.last_over_first = first > 0.0 ? last / first
+                      : last > 0.0 ? std::numeric_limits<double>::infinity()
+                                   : 1.0;
   f.grows = bins >= 3 && lin.slope > 0.0 && lin.t >= 3.0;
   return out;
 }
@@ -114,6 +119,10 @@ std::optional<double> position_metric(const kl_positions& p, const std::string& 
   if (name.rfind("positions.", 0) != 0) return std::nullopt;
   if (p.bins_asked == 0) throw_input_error("--bound", "'" + name + "' needs --positions N");
   const auto& f = p.fit;
+  // One bin fits nothing: the positions metrics are not measured, and a gate on them fails.
+  const bool known = name == "positions.last_over_first" || name == "positions.slope_per_1k" ||
+                     name == "positions.log2_slope" || name == "positions.r2";
+  if (known && p.bins.size() < 2) return std::numeric_limits<double>::quiet_NaN();
   if (name == "positions.last_over_first") return f.last_over_first;
   if (name == "positions.slope_per_1k") return f.slope_per_1k;
   if (name == "positions.log2_slope") return f.log2_slope;

@@ -244,11 +244,14 @@ kl_report run_kl(const kl_probe_options& o) {
     if (static_cast<std::int64_t>(t.element_count()) != n)
       throw_input_error(t.place(), fmt::format("{} token ids for {} rows", t.element_count(), n));
     tokens = t.to_doubles();
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      if (!(tokens[i] >= 0 && tokens[i] < static_cast<double>(v)) ||
-          tokens[i] != std::floor(tokens[i]))
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      if (!std::isfinite(tokens[i]) || tokens[i] != std::floor(tokens[i]))
+        throw_input_error(t.place(), fmt::format("token id {} at position {} is not an integer",
+                                                 tokens[i], i));
+      if (!(tokens[i] >= 0 && tokens[i] < static_cast<double>(v)))
         throw_input_error(t.place(), fmt::format("token id {} at position {} is not in [0, {})",
                                                  tokens[i], i, v));
+    }
   }
 
   std::vector<metrics::kl_row> rows(static_cast<std::size_t>(n));

@@ -222,14 +222,15 @@ struct planned {
 void check_out_dir(const fs::path& out, const std::string& release) {
   std::error_code ec;
   if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out)) throw_input_error("--write", "'" + out.string() + "' exists and is not a folder");
-    if (!fs::is_empty(out)) throw_input_error("--write", "'" + out.string() + "' is not empty (the input is never overwritten)");
+    if (!fs::is_directory(out, ec)) throw_input_error("--write", "'" + out.string() + "' exists and is not a folder");
+    if (!fs::is_empty(out, ec)) throw_input_error("--write", "'" + out.string() + "' is not empty (the input is never overwritten)");
   }
-  const fs::path rel = fs::weakly_canonical(fs::path(release));
-  const fs::path rel_dir = fs::is_directory(rel) ? rel : rel.parent_path();
-  if (fs::weakly_canonical(out) == rel_dir)
+  const fs::path rel = fs::weakly_canonical(fs::path(release), ec);
+  const fs::path rel_dir = fs::is_directory(rel, ec) ? rel : rel.parent_path();
+  if (fs::weakly_canonical(out, ec) == rel_dir)
     throw_input_error("--write", "'" + out.string() + "' holds the release (the input is never overwritten)");
-  fs::create_directories(out);
+  fs::create_directories(out, ec);  // under a regular file, /proc, /sys: an input error
+  if (ec) throw_input_error("--write", "cannot create '" + out.string() + "': " + ec.message());
 }
 
 fs::path config_beside(const std::string& release) {

@@ -187,7 +187,10 @@ void scan_release_tensor(const io::release& rel, const io::checkpoint* orig, con
   }
   if (!ov) return;
   a.sqnr_db = sums.err > 0 ? 10.0 * std::log10(sums.sig / sums.err) : std::numeric_limits<double>::infinity();
-  a.rel_rms = sums.sig > 0 ? std::sqrt(sums.err / sums.sig) : 0.0;
+  // Against an all-zero original a relative error has no scale: any error is infinitely large
+  // relative to it (never 0, which would pass every bound while max_abs is not 0).
+  a.rel_rms = sums.sig > 0 ? std::sqrt(sums.err / sums.sig)
+              : sums.err > 0 ? std::numeric_limits<double>::infinity() : 0.0;
   a.max_abs = sums.max_abs;
   a.flushed_frac = sums.n > 0 ? static_cast<double>(a.flushed) / static_cast<double>(sums.n) : 0.0;
   a.outlier_flushed_frac = sums.n > 0 ? static_cast<double>(a.outlier_flushed) / static_cast<double>(sums.n) : 0.0;
@@ -259,6 +262,15 @@ release_scan_report run_release_scan(const release_scan_options& o) {
   }
   if (r.tensors.empty())
     throw_input_error(o.filter.empty() ? o.release : "--filter", "no quantized tensor to scan");
+  if (!o.against.empty() &&
+      std::none_of(r.tensors.begin(), r.tensors.end(), [](const auto& t) { return t.against.has_value(); }))
+    throw_input_error("--against", fmt::format("no quantized tensor of the release is in '{}' (e.g. '{}'): "
+                                               "nothing to measure against", o.against, r.tensors.front().tensor.name));
+  for (const auto& t : r.tensors)
+    if (t.stats.nonfinite > 0) {
+      r.nonfinite += t.stats.nonfinite;
+      r.nonfinite_tensors.push_back(t.tensor.name);
+    }
   for (const auto& b : o.bounds) {
     const double v = release_metric(r, b.metric);
     if (!b.holds(v)) r.breaches.push_back({b.text(), v});
@@ -291,9 +303,14 @@ double release_metric(const release_scan_report& r, const std::string& name) {
                                                  "subnormal_scale_blocks, nonfinite)", name));
     }
     any = true;
-    worst = lowest ? std::min(worst, v) : std::max(worst, v);
+    // NaN (a NaN weight against the original) is the worst value: it never holds a bound.
+    if (std::isnan(v) || std::isnan(worst)) worst = std::numeric_limits<double>::quiet_NaN();
+    else worst = lowest ? std::min(worst, v) : std::max(worst, v);
   }
-  if (!any) throw_input_error("--bound", fmt::format("{} needs --against ORIGINAL", name));
+  if (!any)
+    throw_input_error("--bound", r.options.against.empty()
+                                     ? fmt::format("{} needs --against ORIGINAL", name)
+                                     : fmt::format("{}: no tensor was measured against the original", name));
   return worst;
 }
 
@@ -390,6 +407,21 @@ void fill_result(const release_scan_report& r, result::check_result& out) {
     }
   }
   v.add_table(std::move(tab));
+  {  // decoded NaN/Inf: a finding unless allowed
+    result::gate g;
+    g.bound = "nonfinite<=0";
+    g.metric = "nonfinite";
+    g.measured = static_cast<double>(r.nonfinite);
+    g.held = r.nonfinite == 0 || r.options.allow_nonfinite;
+    g.basis = r.options.allow_nonfinite ? "--allow-nonfinite: reported, not gated"
+                                        : "a NaN or Inf weight is a broken release";
+    if (r.nonfinite > 0)
+      v.line(fmt::format("NON-FINITE {} decoded weights are NaN/Inf, in {}{}", r.nonfinite,
+                         r.nonfinite_tensors.front(),
+                         r.nonfinite_tensors.size() > 1 ? fmt::format(" and {} more tensors", r.nonfinite_tensors.size() - 1) : ""));
+    if (!g.held) out.outcome = result::status::m_fail;
+    out.gates.push_back(std::move(g));
+  }
   for (const auto& b : r.options.bounds) {
     const double m = release_metric(r, b.metric);
     auto g = result::evaluate_gate(b, m, "");

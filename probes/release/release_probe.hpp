@@ -33,6 +33,9 @@ struct release_scan_options {
   // tensors are measured but not identified (the report says so).
   std::int64_t identify_max_elements = std::int64_t{1} << 26;
   std::vector<bound> bounds;  // on the worst tensor: sqnr_db, rel_rms, flushed_frac, ...
+  // NaN or Inf among the decoded weights (a NaN scale, a NaN code) is a finding (exit 1, the
+  // gate nonfinite<=0) unless allowed (`--allow-nonfinite`).
+  bool allow_nonfinite = false;
 };
 
 struct release_stats {
@@ -69,6 +72,8 @@ struct release_scan_report {
   std::size_t passthrough = 0;
   std::vector<std::string> missing_in_original;  // base names ORIGINAL lacks
   std::vector<std::pair<std::string, double>> breaches;  // bound text, measured
+  std::int64_t nonfinite = 0;                             // decoded NaN/Inf, all tensors
+  std::vector<std::string> nonfinite_tensors;             // the tensors that hold them
   double seconds = 0.0;
 };
 

@@ -129,6 +129,9 @@ attention_case make_case(const case_flags& f, std::int64_t seq) {
   c.head_dim = f.head_dim;
   c.scale = f.scale;
   c.dtype = formats::parse_format(f.dtype, "--dtype");
+  if (!formats::info(c.dtype).is_float)
+    throw_input_error("--dtype", fmt::format("attention inputs are floating point; '{}' is an integer format",
+                                             f.dtype));
   c.mask = parse_mask(f.mask);
   c.window = f.window;
   c.softcap = f.softcap;
@@ -147,7 +150,14 @@ attention_case make_case(const case_flags& f, std::int64_t seq) {
   if (c.mask != mask_kind::m_window && f.window != 0)
     throw_input_error("--window", "--window needs --mask window");
   c.validate();
-  check_attention_memory(c, rows_for_estimate(f, c), !f.no_e2e, "--seq");
+  // Blame the flag that makes the case large: the heads or head size when the case would not
+  // fit even at 64 keys, else the length.
+  attention_case small = c;
+  small.seq = std::min<std::int64_t>(c.seq, 64);
+  small.queries = std::min<std::int64_t>(c.queries, 64);
+  const double budget = memory_budget_bytes();
+  const bool wide = budget > 0 && attention_case_bytes(small, rows_for_estimate(f, small), !f.no_e2e) > budget;
+  check_attention_memory(c, rows_for_estimate(f, c), !f.no_e2e, wide ? "--heads/--head-dim" : "--seq");
   return c;
 }
 

@@ -38,6 +38,9 @@ void setup_audit(CLI::App& app) {
   sub->callback([flags, quick, verbose] {
     const auto& f = *flags;
     const std::int64_t hi = parse_seq_max(f.seq);
+    if (f.queries != 0 && !f.decode)
+      throw_input_error("--queries", "audit sets each probe's query rows (T = S, T < S, T > S); only --decode takes "
+                                     "--queries (1..8 new queries)");
     probes::audit_options o;
     o.base = make_case(f, std::min<std::int64_t>(hi, 1024));
     o.seq_hi = hi;

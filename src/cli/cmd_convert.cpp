@@ -34,7 +34,8 @@ void setup_convert(CLI::App& app) {
       ->required();
   sub->add_option("--to", f->to, "target scheme (numprobe formats lists them), e.g. mxfp4, fp8-block128")->required();
   sub->add_option("--format", f->format, "target element format (default: the scheme's), e.g. e4m3fnuz");
-  sub->add_option("--write", f->write, "write the converted checkpoint (sharded .safetensors + index) to this new folder");
+  auto* write_opt =
+      sub->add_option("--write", f->write, "write the converted checkpoint (sharded .safetensors + index) to this new folder");
   sub->add_option("--write-layout", f->write_layout,
                   "layout to write: modelopt-nvfp4, ct-mxfp4, deepseek-fp8, ct-fp8 (default: the target's) or bf16");
   sub->add_option("--shard-gib", f->shard_gib, "shard size of --write in GiB")->capture_default_str();
@@ -44,7 +45,10 @@ void setup_convert(CLI::App& app) {
   sub->add_option("--bound", f->bounds, "gate, e.g. added_sqnr_db>=20 (repeatable; exit 1 on breach)");
   add_report_flags(sub, f->out);
   add_convention_flags(sub, f->conventions);
-  sub->callback([f] {
+  sub->callback([f, write_opt] {
+    // --write names a new folder: "" would silently write nothing, and '-' is not stdout here.
+    if (write_opt->count() > 0 && f->write.empty()) throw_input_error("--write", "needs a folder name, got ''");
+    if (f->write == "-") throw_input_error("--write", "'-' is not a folder (a checkpoint cannot go to stdout)");
     probes::convert_options o;
     o.release = f->release;
     o.against = f->against;

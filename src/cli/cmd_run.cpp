@@ -88,6 +88,12 @@ void setup_run(CLI::App& app) {
     o.filter = f->filter;
     if (!f->shard.empty()) o.shard = scenario::parse_shard(f->shard);
     if (f->resume && f->out.empty()) throw_input_error("--resume", "needs --out DIR (the journal lives there)");
+    {  // report paths before the run: a clash found after the checks would cost them
+      reports::report_targets t;
+      t.out_dir = f->out;
+      t.paths = f->paths;
+      reports::check_report_targets(t);
+    }
     if (f->list) {
       list_checks(sc, o);
       return;

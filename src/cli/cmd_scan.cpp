@@ -76,16 +76,24 @@ void setup_scan(CLI::App& app) {
   sub->add_option("--to", f->to, "fp8 migration: target format (e4m3fnuz)");
   sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
                 "exit 0 even when input tensors hold NaN/Inf (they are still reported)");
-  sub->callback([f] {
+  sub->callback([f, sub] {
     if (!f->against.empty() || !f->layout.empty() || probes::looks_like_release(f->checkpoint)) {
+      // A release is read as it is stored: the flags of a tensor scan do not apply to it, and
+      // taking them silently would let a user believe they did.
+      for (const char* name : {"--format", "--vs", "--top", "--rank-by", "--act-stats", "--all", "--from", "--to",
+                               "--preset", "--scale-division", "--scale-floor", "--scale-arith", "--rule"})
+        if (const auto* opt = sub->get_option_no_throw(name); opt && opt->count() > 0)
+          throw_input_error(name, "applies to a tensor scan; '" + f->checkpoint +
+                                      "' is a quantized release, read as stored (scan --against ORIGINAL, --bound)");
       probes::release_scan_options o;
+      o.allow_nonfinite = f->allow_nonfinite;
       o.release = f->checkpoint;
       o.against = f->against;
       o.filter = f->filter;
       if (!f->layout.empty()) o.layout = io::parse_release_layout(f->layout, "--layout");
       for (const auto& b : f->bounds) o.bounds.push_back(parse_bound(b));
       const auto r = probes::run_release_scan(o);
-      exit_status() = r.breaches.empty() ? 0 : 1;
+      exit_status() = r.breaches.empty() && (r.nonfinite == 0 || o.allow_nonfinite) ? 0 : 1;
       result::check_result c;
       probes::fill_result(r, c);
       write_command_reports(f->out, "scan", 0, std::move(c), exit_status());

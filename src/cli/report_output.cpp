@@ -27,6 +27,13 @@ void add_report_flags(CLI::App* sub, report_flags& f, std::string_view csv_help)
                                  : fmt::format("write {} to PATH ('-' for stdout)", rf.description);
     sub->add_option(fmt::format("--{}", rf.name), f.paths[std::string(rf.name)], help);
   }
+  // Report paths are checked when the flags are parsed, before any work: a clash or a missing
+  // folder found after a long sweep would cost the sweep.
+  sub->parse_complete_callback([&f] {
+    reports::report_targets t;
+    t.paths = f.paths;
+    reports::check_report_targets(t);
+  });
 }
 
 void write_command_reports(const report_flags& f, const std::string& command, std::uint64_t seed,

@@ -30,6 +30,7 @@ class exec_provider final : public attention_provider {
     if (!o.faults.empty()) throw_input_error("--inject", "an exec backend has no injectable faults");
     if (!o.states.empty()) throw_input_error("--state", "an exec backend has no state dtypes");
     if (o.tile) m_tiles = *o.tile;  // an opaque kernel's tiles, as the user states them
+    if (!m_worker_mode) exec::require_placeholders(m_argv, place);
     if (m_worker_mode) {
       m_session_dir = exec::make_temp_dir("numprobe-worker");
       m_worker = std::make_unique<exec::worker_process>(m_argv, m_timeout_s,

@@ -58,6 +58,15 @@ std::vector<std::string> split_command(const std::string& command, const std::st
   return words;
 }
 
+void require_placeholders(const std::vector<std::string>& argv, const std::string& place) {
+  for (const auto& w : argv)
+    if (w.find("{in}") != std::string::npos || w.find("{out}") != std::string::npos ||
+        w.find("{case}") != std::string::npos)
+      return;
+  throw_input_error(place, "the command names no {in}, {out} or {case}, so it cannot find its case; "
+                           "a worker that reads cases from stdin is exec-worker:CMD");
+}
+
 std::vector<std::string> substitute(std::vector<std::string> words, const std::string& in,
                                     const std::string& out, const std::string& case_json) {
   auto replace_all = [](std::string& s, const std::string& from, const std::string& to) {
@@ -143,6 +152,10 @@ process_result run_process(const std::vector<std::string>& argv, double timeout_
     (void)wait_readable(-1, sleep_ms);
     sleep_ms = std::min(sleep_ms * 2, 20);
   }
+  // The case is over once the command exits: whatever it left running in its group (a
+  // `sleep 300 &`, a server it forked) goes with it, as a worker's group does when it quits.
+  // The group id is the command's pid, which stays reserved until the group is empty.
+  ::kill(-pid, SIGKILL);
   unregister_child_group(pid);
   if (interrupted_by) throw interrupted(interrupted_by);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

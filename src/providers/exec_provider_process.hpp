@@ -14,6 +14,11 @@ namespace numprobe::exec {
 [[nodiscard]] std::vector<std::string> split_command(const std::string& command,
                                                      const std::string& place);
 
+// A one-shot command (exec:CMD) finds its case only through {in}, {out} or {case}: one that
+// names none of them would fail every case after its time-out. An input error naming `place`
+// up front (a worker, exec-worker:CMD, reads its cases from stdin and needs none).
+void require_placeholders(const std::vector<std::string>& argv, const std::string& place);
+
 // Replaces every {in}, {out} and {case} in each word.
 [[nodiscard]] std::vector<std::string> substitute(std::vector<std::string> words,
                                                   const std::string& in, const std::string& out,

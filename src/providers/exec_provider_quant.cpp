@@ -72,6 +72,7 @@ class exec_quant_provider final : public quant_provider {
     if (m_command.empty())
       throw_input_error("--backend exec", "expected exec:CMD, e.g. exec:'python3 adapter.py {in}'");
     m_argv = exec::split_command(m_command, "--backend exec");
+    exec::require_placeholders(m_argv, "--backend exec");
     if (!(o.timeout_s > 0)) throw_input_error("--exec-timeout", "must be a positive number of seconds");
   }
 

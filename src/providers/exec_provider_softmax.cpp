@@ -42,6 +42,7 @@ class exec_softmax final : public softmax_provider {
     if (!o.faults.empty()) throw_input_error("--inject", "an exec backend has no injectable faults");
     if (!o.states.empty()) throw_input_error("--state", "an exec backend has no state dtypes");
     if (o.exp2) throw_input_error("--exp2", "an exec backend computes as it does; --exp2 does not apply");
+    if (!m_worker_mode) exec::require_placeholders(m_argv, "--backend " + kind);
     if (m_worker_mode) {
       m_session_dir = exec::make_temp_dir("numprobe-worker");
       m_worker = std::make_unique<exec::worker_process>(m_argv, o.exec_timeout_s, m_session_dir + "/worker.log");

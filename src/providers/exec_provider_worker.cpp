@@ -32,7 +32,15 @@ void worker_process::fail(const std::string& what) {
   const std::string tail = tail_lines(m_log, 6);
   stop(false);
   throw_if_interrupted();
-  throw_backend_error(m_label, tail.empty() ? what : fmt::format("{}; last stderr lines: {}", what, tail));
+  std::string text = tail.empty() ? what : fmt::format("{}; last stderr lines: {}", what, tail);
+  if (m_protocol_stage && ++m_protocol_failures >= k_max_protocol_failures) {
+    m_given_up = fmt::format("does not speak the worker protocol (READY {}, then OK, ERR or UNSUPPORTED per RUN): "
+                             "given up after {} starts; the last: {}",
+                             k_worker_protocol_version, m_protocol_failures, text);
+    text = m_given_up;
+  }
+  m_protocol_stage = false;
+  throw_backend_error(m_label, text);
 }
 
 void worker_process::start() {
@@ -87,11 +95,13 @@ void worker_process::start() {
   ++m_starts;
   if (got == static_cast<ssize_t>(sizeof(e)))
     fail(fmt::format("could not be started: {}", std::strerror(e)));
+  m_protocol_stage = true;  // no READY, or another version: a protocol failure
   const std::string ready = read_line("READY");
   if (ready.rfind("READY", 0) != 0) fail(fmt::format("sent '{}' where READY was expected", ready));
   const std::string version = ready.size() > 6 ? ready.substr(6) : "";
   if (version != std::to_string(k_worker_protocol_version))
     fail(fmt::format("speaks protocol '{}', numprobe speaks {}", version, k_worker_protocol_version));
+  m_protocol_stage = false;
 }
 
 std::string worker_process::read_line(const std::string& waiting_for) {
@@ -165,6 +175,7 @@ void worker_process::run(const std::string& dir) {
 }
 
 std::string worker_process::request(const std::string& dir) {
+  if (!m_given_up.empty()) throw_backend_error(m_label, m_given_up);
   if (m_pid < 0) start();
   const std::string line = "RUN " + dir + "\n";
   std::size_t sent = 0;
@@ -175,6 +186,7 @@ std::string worker_process::request(const std::string& dir) {
     sent += static_cast<std::size_t>(n);
   }
   const std::string answer = read_line("OK, ERR or UNSUPPORTED");
+  m_protocol_failures = 0;  // a protocol word: the worker speaks the protocol
   if (answer == "OK" || answer.rfind("OK ", 0) == 0) return {};
   // The kernel declares the case unsupported: a verdict, not a failure (the worker lives on).
   if (answer == "UNSUPPORTED" || answer.rfind("UNSUPPORTED ", 0) == 0) {
@@ -185,6 +197,7 @@ std::string worker_process::request(const std::string& dir) {
     const std::string msg = answer.size() > 4 ? sanitize_quoted(answer.substr(4)) : "";
     return msg.empty() ? "(no message)" : msg;
   }
+  m_protocol_stage = true;
   fail(fmt::format("answered '{}' to RUN", sanitize_quoted(answer)));
 }
 

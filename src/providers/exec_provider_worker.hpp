@@ -62,6 +62,14 @@ class worker_process {
   int m_fd = -1;  // our end of the socket pair: the worker's stdin and stdout
   std::string m_buffer;
   int m_starts = 0;
+  // Protocol failures in a row (no READY, another protocol version, an answer that is no
+  // protocol word): a command that does not speak the protocol is not started again for every
+  // case. After k_max_protocol_failures the worker is given up, and every later case fails at
+  // once with the reason (exit 3), instead of waiting out --exec-timeout case after case.
+  static constexpr int k_max_protocol_failures = 3;
+  int m_protocol_failures = 0;
+  bool m_protocol_stage = false;  // set while a failure would be a protocol failure
+  std::string m_given_up;
   // While a worker may be alive, a signal is deferred to the poll loop (so the worker's group
   // is killed and the session folder removed) instead of ending numprobe.
   std::unique_ptr<interrupt_scope> m_defer;

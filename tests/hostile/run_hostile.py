@@ -6,7 +6,9 @@ Each line of cases.txt is one invocation:  EXIT | REGEX | ARGS
   REGEX  a Python regex that the one-line error (stderr's "numprobe: ..." lines; stdout too
          for exit codes 0 and 1) must match
   ARGS   the arguments after `numprobe`, split like a shell would (shlex); {T} is the folder
-         of fixtures this script writes first (truncated and malicious files, FIFOs, ...)
+         of fixtures this script writes first (truncated and malicious files, FIFOs, ...).
+         ARGS may end with ` ;; absent PATH`: that file must not exist afterwards (a report
+         left behind by a command that then failed).
 A case is a defect when it exits otherwise, runs past the time limit (a hang), dies on a
 signal (a crash), or prints an error that does not match. The table at the end gives the
 cases, the OK ones and the defects left; the script exits 1 if any defect is left.
@@ -67,6 +69,7 @@ def make_fixtures(t):
     good = npy("<f4", (64, 64), f32(vals))
     write(os.path.join(t, "good.npy"), good)
     write(os.path.join(t, "good2.npy"), npy("<f4", (64, 64), f32([v * 0.9 + 0.01 for v in vals])))
+    write(os.path.join(t, "tok15.npy"), npy("<f4", (64,), f32([1.5] + [3.0] * 63)))  # 64 rows of good.npy
     write(os.path.join(t, "truncated.npy"), good[: len(good) // 2])
     write(os.path.join(t, "trailing.npy"), good + b"xxxx")
     write(os.path.join(t, "badmagic.npy"), b"\x93NUMPX" + good[6:])
@@ -101,6 +104,9 @@ def make_fixtures(t):
     write(os.path.join(t, "st_hugelen.safetensors"), struct.pack("<Q", 1 << 62) + b"{}")
     write(os.path.join(t, "st_badjson.safetensors"), struct.pack("<Q", 8) + b"{not js}")
     write(os.path.join(t, "st_dtype.safetensors"), safetensors({"w": ("Q7", [4], b"\0" * 4)}))
+    # A tensor name with a newline that forges an output line, an ANSI escape and a NUL.
+    write(os.path.join(t, "st_evilname.safetensors"),
+          safetensors({"w\nnumprobe: all good \x1b[2J\x00cut": ("Q7", [4], b"\0" * 4)}))
     write(os.path.join(t, "st_shape.safetensors"), safetensors({"w": ("F32", [5], f32([1] * 4))}))
     write(os.path.join(t, "st_neg.safetensors"),
           safetensors({}, {"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}}))
@@ -151,9 +157,10 @@ def main():
                 if not line.strip() or line.lstrip().startswith("#"):
                     continue
                 code, regex, args = (p.strip() for p in line.split(" | ", 2))
-                cases.append((n, int(code), regex, args))
+                args, _, after = args.partition(" ;; ")
+                cases.append((n, int(code), regex, args.strip(), after.strip()))
         ok, defects, t0 = 0, [], time.time()
-        for n, code, regex, args in cases:
+        for n, code, regex, args, after in cases:
             argv = [os.path.abspath(a.numprobe)] + [x.replace("{T}", t) for x in shlex.split(args)]
             try:
                 p = subprocess.run(argv, capture_output=True, timeout=a.timeout, env=env, cwd=t,
@@ -175,6 +182,8 @@ def main():
                 why = "no one-line 'numprobe: error:' message"
             elif not re.search(regex, text):
                 why = "message does not match /%s/: %s" % (regex, (lines[-1] if lines else text[-200:]))
+            elif after.startswith("absent ") and os.path.exists(after[len("absent "):].replace("{T}", t)):
+                why = "left %s behind" % after[len("absent "):]
             if why:
                 defects.append((n, args, why))
             else:

@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstring>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "numprobe/core/attention_inputs.hpp"
@@ -264,12 +267,59 @@ TEST(QuotedOutput, ExecAdapterOutputIsClean) {
   // An adapter that colours its output, draws a CR progress bar and prints an invalid byte.
   const auto script = std::filesystem::temp_directory_path() / ("numprobe_noisy_" + std::to_string(::getpid()) + ".sh");
   std::ofstream(script) << "printf '\\033[1;31mFAIL\\033[0m 5%%\\r50%%\\r99%%\\nbad \\377 utf8\\n'\nexit 4\n";
-  const auto r = run_with_env("", attention_args("'exec:sh " + script.string() + "'"));
+  const auto r = run_with_env("", attention_args("'exec:sh " + script.string() + " {in}'"));
   std::filesystem::remove(script);
   EXPECT_EQ(r.exit_code, 3) << r.err;
   expect_one_clean_line(r.err);
   EXPECT_NE(r.err.find("exited with status 4"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("last output lines: 99% | bad \\xff utf8"), std::string::npos) << r.err;
+}
+
+// A process is gone, or a zombie waiting for init to reap it.
+bool process_ended(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  if (!stat) return true;
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
+
+TEST(ExecIsolation, OneShotCommandLeavesNoProcessBehind) {
+  // A command that starts a background child and exits: the child belongs to the case, and
+  // numprobe ends it with the case (as it ends a worker's group), not leaving it running.
+  const auto tmp = std::filesystem::temp_directory_path();
+  const auto tag = std::to_string(::getpid());
+  const auto script = tmp / ("numprobe_orphan_" + tag + ".sh");
+  const auto pidfile = tmp / ("numprobe_orphan_" + tag + ".pid");
+  std::ofstream(script) << "sleep 300 &\necho $! > '" << pidfile.string() << "'\nexit 4\n";
+  const auto r = run_with_env("", attention_args("'exec:sh " + script.string() + " {in}'"));
+  std::filesystem::remove(script);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  std::ifstream in(pidfile);
+  std::string pid;
+  in >> pid;
+  std::filesystem::remove(pidfile);
+  ASSERT_FALSE(pid.empty()) << "the command did not start its background child";
+  bool ended = false;
+  for (int i = 0; i < 100 && !ended; ++i) {
+    ended = process_ended(pid);
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!ended) ::kill(std::stoi(pid), SIGKILL);  // do not leave it behind either
+  EXPECT_TRUE(ended) << "the command's background child " << pid << " outlived numprobe";
+}
+
+TEST(ExecIsolation, WorkerThatNeverSpeaksTheProtocolIsGivenUp) {
+  // A command that reads its stdin and never answers READY: each start costs --exec-timeout.
+  // After three such starts numprobe stops starting it; the later points fail at once, naming
+  // the reason, instead of each waiting out the time-out again.
+  const auto r = run_with_env("", "drift --backend \"exec-worker:sh -c 'cat >/dev/null'\" --seq 64..512 "
+                                  "--points 64,128,192,256,320,384 --exec-timeout 1 --heads 1 --kv-heads 1 "
+                                  "--head-dim 16");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_NE(all.find("does not speak the worker protocol"), std::string::npos) << all;
+  EXPECT_NE(all.find("given up after 3 starts"), std::string::npos) << all;
 }
 
 TEST(QuotedOutput, SanitizeRules) {

@@ -104,7 +104,7 @@ TEST_P(Interrupt, KillsTheGroupRemovesTempFoldersAndExits128PlusSignal) {
         << "[defaults]\nseq = 64\nheads = 2\nkv_heads = 1\nhead_dim = 16\n"
            "[[check]]\nname = \"finished-first\"\nprobe = \"attention\"\nbackend = \"ref\"\n"
            "bound = \"rel_rms<=0\"\nbasis = \"the reference against itself\"\n"
-           "[[check]]\nname = \"stuck\"\nprobe = \"attention\"\nbackend = \"exec:sleep 1002\"\n"
+           "[[check]]\nname = \"stuck\"\nprobe = \"attention\"\nbackend = \"exec:sh -c 'sleep 1002' {in}\"\n"
            "bound = \"rel_rms<=1\"\nbasis = \"never reached\"\n";
   std::string args = what.args;
   for (auto pos = args.find("@OUT@"); pos != std::string::npos; pos = args.find("@OUT@"))
@@ -196,7 +196,7 @@ std::string scenario_args() {
 
 std::vector<signal_case> cases() {
   const std::vector<scenario_case> what = {
-      {"exec", k_case + "--backend 'exec:sleep 1002'", ""},
+      {"exec", k_case + "--backend \"exec:sh -c 'sleep 1002' {in}\"", ""},
       {"exec_worker", k_case + "--backend 'exec-worker:sleep 1002'", ""},
       {"plugin_worker", k_case + "--backend plugin:" NUMPROBE_MISBEHAVING_PLUGIN, "NUMPROBE_TEST_MISBEHAVE=loop"},
       {"run_exec", scenario_args(), "", true},

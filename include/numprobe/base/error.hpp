@@ -14,10 +14,34 @@ enum class exit_code : int {
   m_backend = 3,  // backend or device unavailable or failed
 };
 
+// The message as one line of text: control characters (a newline, an escape sequence, a NUL
+// in a tensor name read from a file) are written as \n, \t, \xNN, so an untrusted name can
+// neither forge a line of output, nor reach the terminal as a command, nor cut the message.
+[[nodiscard]] inline std::string one_line(const std::string& text) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x20 && u != 0x7f) {
+      out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else {
+      out += "\\x";
+      out += k_hex[u >> 4];
+      out += k_hex[u & 0xf];
+    }
+  }
+  return out;
+}
+
 class error : public std::runtime_error {
  public:
   error(exit_code code, std::string place, const std::string& what)
-      : std::runtime_error(place.empty() ? what : place + ": " + what),
+      : std::runtime_error(one_line(place.empty() ? what : place + ": " + what)),
         m_code(code),
         m_place(std::move(place)) {}
 
