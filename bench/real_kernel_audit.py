@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """numprobe.audit on real GPU attention kernels (issue 27, "Measure"): PyTorch SDPA under each
-of its fused backends, a Triton flash-attention forward written here in the style of Triton's
+of its fused backends, FlexAttention (compiled), a Triton flash-attention forward written here in the style of Triton's
 fused-attention tutorial (its own BLOCK_M/BLOCK_N), healthy and with four planted bugs, and a
 kernel that declares the cases it does not implement. Prints one row per kernel: the baseline,
 the verdict of every class, the exit code and the seconds.
@@ -68,6 +68,53 @@ def sdpa(backend, causal_only=False):
         return o.transpose(1, 2).reshape(b * t, hq, d).float()
 
     kernel.__name__ = f"sdpa_{backend}" + ("_causal_only" if causal_only else "")
+    return kernel
+
+
+# ---------------------------------------------------------------------------------- FlexAttention
+_FLEX = {}
+
+
+def flex():
+    """torch's FlexAttention (compiled once, dynamic shapes): every mask numprobe has, as a
+    mask_mod over absolute positions (bottom-right: query t sits at S - T + t), softcap as a
+    score_mod, GQA natively. Returns O only."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    if "fn" not in _FLEX:
+        _FLEX["fn"] = torch.compile(flex_attention, dynamic=True)
+
+    def kernel(q, k, v, case):
+        b, t, s, hq, hkv, d = shape(case)
+        if case["dtype"] not in DT:
+            raise NotImplementedError(f"dtype {case['dtype']}")
+        mask, off, w = case["mask"], s - t, int(case["window"])
+        if mask == "causal-top-left":
+            off = 0
+        if mask in ("causal", "causal-top-left"):
+            def mask_mod(bb, hh, qi, kv):
+                return kv <= qi + off
+        elif mask == "window":
+            def mask_mod(bb, hh, qi, kv):
+                return (kv <= qi + off) & (kv > qi + off - w)
+        elif mask == "none":
+            mask_mod = None
+        else:
+            raise NotImplementedError(f"mask {mask}")
+        cap = float(case["softcap"])
+        score_mod = None
+        if cap:
+            def score_mod(score, bb, hh, qi, kv):
+                return cap * torch.tanh(score / cap)
+        bm = None if mask_mod is None else create_block_mask(mask_mod, b, None, t, s, device=q.device)
+        qq = q.reshape(b, t, hq, d).transpose(1, 2)
+        kk = k.reshape(b, s, hkv, d).transpose(1, 2)
+        vv = v.reshape(b, s, hkv, d).transpose(1, 2)
+        with torch.no_grad():
+            o = _FLEX["fn"](qq, kk, vv, score_mod=score_mod, block_mask=bm, scale=case["scale"],
+                            enable_gqa=hq != hkv)
+        return o.transpose(1, 2).reshape(b * t, hq, d).float()
+
+    kernel.__name__ = "flex_attention"
     return kernel
 
 
@@ -165,7 +212,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--only", default="")
     a = ap.parse_args()
-    kernels = [sdpa("flash"), sdpa("efficient"), sdpa("cudnn"), sdpa("flash", causal_only=True)]
+    kernels = [sdpa("flash"), sdpa("efficient"), sdpa("cudnn"), sdpa("flash", causal_only=True), flex()]
     kernels += [triton_flash(bug) for bug in BUGS]
     if a.only:
         kernels = [k for k in kernels if a.only in k.__name__]
