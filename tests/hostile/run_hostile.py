@@ -142,7 +142,7 @@ def make_fixtures(t):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--numprobe", required=True)
-    ap.add_argument("--cases", required=True)
+    ap.add_argument("--cases", required=True, action="append", help="a cases file (repeatable)")
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
@@ -151,14 +151,16 @@ def main():
     try:
         make_fixtures(t)
         cases = []
-        with open(a.cases) as f:
-            for n, line in enumerate(f, 1):
-                line = line.rstrip("\n")
-                if not line.strip() or line.lstrip().startswith("#"):
-                    continue
-                code, regex, args = (p.strip() for p in line.split(" | ", 2))
-                args, _, after = args.partition(" ;; ")
-                cases.append((n, int(code), regex, args.strip(), after.strip()))
+        for path in a.cases:
+            with open(path) as f:
+                for n, line in enumerate(f, 1):
+                    line = line.rstrip("\n")
+                    if not line.strip() or line.lstrip().startswith("#"):
+                        continue
+                    code, regex, args = (p.strip() for p in line.split(" | ", 2))
+                    args, _, after = args.partition(" ;; ")
+                    where = "%s:%d" % (os.path.basename(path), n)
+                    cases.append((where, int(code), regex, args.strip(), after.strip()))
         ok, defects, t0 = 0, [], time.time()
         for n, code, regex, args, after in cases:
             argv = [os.path.abspath(a.numprobe)] + [x.replace("{T}", t) for x in shlex.split(args)]
@@ -189,9 +191,9 @@ def main():
             else:
                 ok += 1
                 if a.verbose:
-                    print("ok   line %d: %s -> %d %s" % (n, args, rc, lines[-1] if lines else ""))
+                    print("ok   %s: %s -> %d %s" % (n, args, rc, lines[-1] if lines else ""))
         for n, args, why in defects:
-            print("DEFECT line %d: numprobe %s\n       %s" % (n, args, why))
+            print("DEFECT %s: numprobe %s\n       %s" % (n, args, why))
         print("\nhostile inputs: %d cases, %d OK, %d defects left (%.1f s)" % (len(cases), ok, len(defects), time.time() - t0))
         return 1 if defects else 0
     finally:
