@@ -19,8 +19,10 @@ inline std::string gate_text(const result::check_result& c, const result::gate& 
 
 // A gate's basis, or the plain statement that none was given (NUMERICS.md rule 3: every
 // bound has a basis; a report must not let a bare number pass for a justified one).
+// A default gate says so: the user did not choose it and can drop it (--no-default-bound).
 inline std::string basis_text(const result::gate& g) {
-  return g.basis.empty() ? "no basis given" : g.basis;
+  const std::string basis = g.basis.empty() ? "no basis given" : g.basis;
+  return g.is_default ? "default gate (no --bound given; --no-default-bound drops it): " + basis : basis;
 }
 
 }  // namespace numprobe::reports::detail

@@ -99,8 +99,11 @@ void terminal_writer::write_command_body(const result::check_result& c, std::ost
   }
   s.line("");
   for (const auto& g : c.gates)
-    if (!c.view_shows_gates) s.line(fmt::format("{} {}  measured {}{}", g.held ? "PASS" : "FAIL", g.bound, detail::measured_text(c, g),
-                       g.held || g.case_id.empty() || g.case_id == c.case_id ? "" : "  at " + g.case_id));
+    if (!c.view_shows_gates) {
+      s.line(fmt::format("{} {}  measured {}{}", g.held ? "PASS" : "FAIL", g.bound, detail::measured_text(c, g),
+                         g.held || g.case_id.empty() || g.case_id == c.case_id ? "" : "  at " + g.case_id));
+      if (g.is_default) s.line("     " + detail::basis_text(g));
+    }
   if (c.outcome == result::status::m_error && !c.message.empty() && !c.notes.empty())
     s.line("ERROR " + c.message);
   if (c.seconds > 0) s.line(fmt::format("time      {:.2f} s", c.seconds));

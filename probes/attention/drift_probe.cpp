@@ -46,7 +46,12 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
   attention_probe_options probe = opts.probe;
   probe.prefix_source = &all_inputs;
   std::vector<double> xs, ys, rs;  // key tiles; rel_rms; ratio_to_naive (the dimensionless error)
+  r.lengths_planned = lengths.size();
   for (std::size_t i = 0; i < lengths.size(); ++i) {
+    if (opts.stop && opts.stop()) {
+      r.incomplete = true;
+      break;
+    }
     attention_case c = opts.base;
     c.seq = lengths[i];
     c.validate();
@@ -59,6 +64,10 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
       if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
       continue;
     } catch (const error& e) {
+      if (opts.stop && opts.stop()) {  // a signal while an exec kernel ran: the point is not measured
+        r.incomplete = true;
+        break;
+      }
       if (e.code() != exit_code::m_backend) throw;
       r.point_errors.push_back({c.seq, c.id(), e.what()});
       if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
@@ -176,7 +185,14 @@ drift_result run_drift_decode_sweep(const provider_options& po, const std::vecto
       all.gated_breach = all.gated_breach || r.gated_breach;
       all.series.push_back(std::move(s));
       ++done_series;
+      all.lengths_planned += r.lengths_planned;
+      if (r.incomplete) {
+        all.incomplete = true;
+        all.lengths_planned += r.lengths_planned * (n_series - done_series);
+        break;
+      }
     }
+    if (all.incomplete) break;
   }
   all.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return all;
@@ -262,6 +278,7 @@ nlohmann::json to_json(const drift_result& r) {
           {"inferred_tile", to_json(r.inferred_tile)},
           {"seconds", r.seconds}};
   if (!r.series.empty()) out["series"] = series;
+  if (r.incomplete) out["partial"] = {{"lengths_planned", r.lengths_planned}, {"points_measured", r.points.size()}};
   return out;
 }
 

@@ -24,6 +24,9 @@ struct drift_options {
   std::vector<bound> bounds;  // point bounds and growth.slope
   // Called after each point (progress bars); may be empty.
   std::function<void(std::size_t done, std::size_t total, std::int64_t seq)> on_point;
+  // Polled before each point: true once the command was interrupted (SIGINT/SIGTERM). The sweep
+  // then stops, and the result holds the points measured (`incomplete`, a partial report).
+  std::function<bool()> stop;
 };
 
 struct drift_breach {
@@ -74,6 +77,8 @@ struct drift_result {
   // S = k*Bk), "non-multiples" (all at S != k*Bk: partial tail tiles), "mixed", "unknown-tile".
   std::string tile_pattern = "none";
   bool gated_breach = false;  // a --bound was breached (exit 1)
+  bool incomplete = false;    // interrupted: `lengths_planned` were planned, `points` measured
+  std::size_t lengths_planned = 0;
   double seconds = 0.0;
   // Decode sweeps only: the series, and for each point the index of its series.
   std::vector<drift_series> series;

@@ -1,6 +1,7 @@
 // drift's result model: what `numprobe drift` and a scenario's drift check both report.
 #include <algorithm>
 #include <fmt/format.h>
+#include <set>
 
 #include "numprobe/base/error.hpp"
 
@@ -177,12 +178,18 @@ void fill_result(const drift_result& r, const drift_options& o, result::check_re
   err.lines = {kern, naive};
   if (!e2e.x.empty()) err.lines.push_back(e2e);
   ratio.lines = {rat};
-  if (r.tiles.known())
-    for (std::int64_t k = r.tiles.k; k <= o.seq_hi; k += r.tiles.k)
-      if (k >= o.seq_lo) {
-        err.tile_boundaries.push_back(static_cast<double>(k));
-        ratio.tile_boundaries.push_back(static_cast<double>(k));
-      }
+  // The key-tile boundaries the sweep probed (a tested length within one key of a multiple of
+  // the tile), not every multiple: above a few hundred tiles those merge into a grey band.
+  if (r.tiles.known()) {
+    std::set<std::int64_t> probed;
+    for (const auto& p : r.points)
+      for (std::int64_t s : {p.seq - 1, p.seq, p.seq + 1})
+        if (s > 0 && s % r.tiles.k == 0) probed.insert(s);
+    for (const auto k : probed) {
+      err.tile_boundaries.push_back(static_cast<double>(k));
+      ratio.tile_boundaries.push_back(static_cast<double>(k));
+    }
+  }
   for (const auto& b : o.bounds) {
     if (b.metric == "rel_rms") err.bounds.push_back({b.text(), b.value});
     if (b.metric == "ratio_to_naive") ratio.bounds.push_back({b.text(), b.value});

@@ -1,35 +1,23 @@
 #include "probes/audit/audit.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
 
+#include "numprobe/base/error.hpp"
 #include "probes/classes/bisect_fp8.hpp"
-#include "numprobe/formats/format.hpp"
-#include <algorithm>
 
 namespace numprobe::probes {
-
-bound default_audit_bound(const provider_options& po) {
-  if (active_fp8_points(po).empty()) return default_bisect_bound();
-  // fp8 points quantize inside the kernel, where the reference cannot follow: the baseline ratio
-  // is meaningless, and the bound is the format's own rounding instead.
-  double u = 0.0;
-  for (const char* knob : {"kv-format", "p-format"})
-    if (po.knobs.count(knob)) u = std::max(u, formats::unit_roundoff(formats::parse_format(po.knobs.at(knob), knob)));
-  if (u == 0.0) u = formats::unit_roundoff(formats::format_id::m_e4m3fn);
-  bound b = parse_bound(fmt::format("rel_rms<={:g}", 2.0 * u));
-  b.basis = fmt::format("twice the unit roundoff {:g} of the fp8 format K/V or P are quantized to", u);
-  return b;
-}
 
 audit_result run_audit(const audit_options& o) {
   const auto t0 = std::chrono::steady_clock::now();
   audit_result r;
-  std::vector<bound> bounds = o.bounds.empty() ? std::vector<bound>{default_audit_bound(o.provider)} : o.bounds;
+  std::vector<bound> bounds = o.bounds.empty() ? std::vector<bound>{default_accuracy_bound(o.provider)} : o.bounds;
   for (const auto& b : bounds) r.bounds.push_back(b.text());
   bisect_context ctx(o.provider, bounds, o.probe);
   ctx.on_step = o.on_step;
+  ctx.stop = o.stop;
   r.provider = ctx.provider_name();
   r.provider_metadata = ctx.provider_metadata();
   attention_case base = o.base;
@@ -44,7 +32,11 @@ audit_result run_audit(const audit_options& o) {
     r.tile_k = r.tiles.k;
     r.tile_source = o.provider.tile ? "--tile" : "kernel";
   } else {
-    r.inferred = infer_tile(ctx.provider(), base);
+    try {
+      r.inferred = infer_tile(ctx.provider(), base);
+    } catch (const error&) {
+      if (!(o.stop && o.stop())) throw;  // interrupted: the cases are skipped below, the tile stays unknown
+    }
     if (r.inferred.known()) {
       r.tile_k = r.inferred.k;
       r.tile_q = r.inferred.q;

@@ -27,6 +27,7 @@ struct audit_options {
   std::vector<bound> bounds;      // default: ratio_to_naive<=2 (FlashAttention's criterion)
   attention_probe_options probe;  // sampled rows; end-to-end off (audit judges the kernel)
   std::function<void(const bisect_step&)> on_step;
+  std::function<bool()> stop;  // polled between cases: true once interrupted (a partial report)
 };
 
 struct audit_result {
@@ -52,10 +53,6 @@ struct audit_result {
 };
 
 [[nodiscard]] audit_result run_audit(const audit_options& o);
-
-// ratio_to_naive<=2, or for cases with fp8 points (--kv-format, --p-format) twice the format's
-// unit roundoff on rel_rms.
-[[nodiscard]] bound default_audit_bound(const provider_options& po);
 
 // The audit's exit code (`numprobe audit`, numprobe.audit): a failing class or a failing
 // baseline is a finding (1); otherwise a class left inconclusive by a case the backend could

@@ -38,12 +38,14 @@ void settle_unjudged(audit_class& k, const std::vector<audit_error>& errors,
   }
   std::vector<std::string> lines;
   std::set<std::string> reasons;
-  std::size_t crashed = 0;
+  std::size_t crashed = 0, interrupted = 0;
   for (const auto& e : errors)
     if (e.klass == k.name) {
       ++crashed;
-      lines.push_back(fmt::format("did not run: {}: {}", e.case_id, e.message));
+      if (e.message == audit_kit::k_interrupted_case) ++interrupted;
+      else lines.push_back(fmt::format("did not run: {}: {}", e.case_id, e.message));
     }
+  if (interrupted) lines.push_back(fmt::format("did not run: {} case(s), {}", interrupted, audit_kit::k_interrupted_case));
   for (const auto& e : refusals)
     if (e.klass == k.name) {
       reasons.insert(e.message);

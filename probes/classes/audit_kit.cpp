@@ -15,6 +15,13 @@ measured runner::run_once(audit_class& k, const attention_case& c, const std::st
   measured m;
   m.ran = true;
   m.case_id = c.id();
+  if (m_ctx.stop && m_ctx.stop()) {
+    m.error = true;
+    m.message = k_interrupted_case;
+    m_errors.push_back({k.name, m.case_id, m.message});
+    k.cases.push_back(m.case_id);
+    return m;
+  }
   try {
     const auto& s = m_ctx.evaluate("audit", c, po, fmt::format("{}: {}", k.name, change));
     m.step = s;
@@ -25,7 +32,10 @@ measured runner::run_once(audit_class& k, const attention_case& c, const std::st
     m.error = m.refused = true;
     m.message = e.reason();
   } catch (const error& e) {
-    if (e.code() != exit_code::m_backend) throw;
+    // A signal while an exec kernel ran (src/core/interrupt.hpp) ends the case, not the audit:
+    // the cases left are skipped through `stop`, and the partial report is written.
+    const bool interrupted = m_ctx.stop && m_ctx.stop();
+    if (e.code() != exit_code::m_backend && !interrupted) throw;
     m.error = true;
     m.message = e.what();
     m_errors.push_back({k.name, m.case_id, m.message});

@@ -32,6 +32,9 @@ struct measured {
   [[nodiscard]] bool nonfinite() const { return ran && !error && step.nan_count > 0; }
 };
 
+// The message of a case skipped because the audit was interrupted (bisect_context::stop).
+inline constexpr const char* k_interrupted_case = "not run: the audit was interrupted (SIGINT/SIGTERM)";
+
 class runner {
  public:
   // `po`: the provider the class probes run on (the kernel under test, with any fp8 points

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "numprobe/formats/format.hpp"
+
 namespace numprobe::probes {
 namespace {
 
@@ -37,6 +39,19 @@ std::vector<std::string> active_fp8_points(const provider_options& po) {
   if (po.knobs.count("p-format")) out.push_back("p");
   if (po.knobs.count("acc-promote")) out.push_back("acc");
   return out;
+}
+
+bound default_accuracy_bound(const provider_options& po) {
+  if (active_fp8_points(po).empty()) return default_bisect_bound();
+  // fp8 points quantize inside the kernel, where the reference cannot follow: the baseline ratio
+  // is meaningless, and the bound is the format's own rounding instead.
+  double u = 0.0;
+  for (const char* knob : {"kv-format", "p-format"})
+    if (po.knobs.count(knob)) u = std::max(u, formats::unit_roundoff(formats::parse_format(po.knobs.at(knob), knob)));
+  if (u == 0.0) u = formats::unit_roundoff(formats::format_id::m_e4m3fn);
+  bound b = parse_bound(fmt::format("rel_rms<={:g}", 2.0 * u));
+  b.basis = fmt::format("twice the unit roundoff {:g} of the fp8 format K/V or P are quantized to", u);
+  return b;
 }
 
 provider_options restore_fp8_points(const provider_options& po, const std::vector<std::string>& points) {

@@ -38,6 +38,12 @@ struct fp8_points_result : recheck_header {
 
 // The fp8 points that the provider options switch on (empty: not an fp8 case).
 [[nodiscard]] std::vector<std::string> active_fp8_points(const provider_options& po);
+
+// The default accuracy gate of attention, drift and audit when no --bound is given:
+// ratio_to_naive<=2 (FlashAttention's test criterion), or, for cases with fp8 points
+// (--kv-format, --p-format, --acc-promote), twice the fp8 format's unit roundoff on rel_rms.
+// docs/bounds.md gives the basis.
+[[nodiscard]] bound default_accuracy_bound(const provider_options& po);
 // The provider options with `points` restored to high precision (and their faults removed:
 // a fault of a point that no longer exists is meaningless and rejected by the backend).
 [[nodiscard]] provider_options restore_fp8_points(const provider_options& po,

@@ -74,6 +74,9 @@ class bisect_context {
   [[nodiscard]] bool decode() const { return m_base.knobs.count("decode") > 0; }
 
   std::function<void(const bisect_step&)> on_step;
+  // Polled before each audit case: true once the command was interrupted (SIGINT/SIGTERM). The
+  // cases left are then recorded as not run, so the partial report still says what was judged.
+  std::function<bool()> stop;
 
  private:
   attention_provider& provider_for(const provider_options& po);

@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <numeric>
 #include <map>
@@ -27,8 +26,11 @@
 #include "probes/names/name_filter.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/checkpoint.hpp"
+#include "numprobe/io/regular_file.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "probes/release/convert_write.hpp"
+#include "probes/release/convert_output.hpp"
+#include "probes/release/release_probe.hpp"
 #include "src/formats/rne_block_quantizer.hpp"
 #include "src/io/atomic_write.hpp"
 
@@ -44,9 +46,16 @@ constexpr std::int64_t k_slab_elements = std::int64_t{1} << 18;
 
 struct err_sums {
   double sig = 0.0, err = 0.0, max_abs = 0.0;
-  std::int64_t flushed = 0;
+  std::int64_t flushed = 0, nonfinite = 0;
   void add(const std::vector<double>& ref, const double* v) {
     for (std::size_t i = 0; i < ref.size(); ++i) {
+      // A NaN or Inf on either side (the release's own value, or what it became) has no error to
+      // measure: counted, and the result is NaN, which no bound holds (never the inf SQNR of a
+      // NaN that vanished from the sums).
+      if (!std::isfinite(ref[i]) || !std::isfinite(v[i])) {
+        ++nonfinite;
+        continue;
+      }
       const double d = v[i] - ref[i];
       sig += ref[i] * ref[i];
       err += d * d;
@@ -56,13 +65,21 @@ struct err_sums {
   }
   [[nodiscard]] convert_error result() const {
     convert_error e;
+    if (nonfinite > 0) {
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      e.sqnr_db = e.rel_rms = e.max_abs = nan;
+      e.flushed = flushed;
+      return e;
+    }
     e.sqnr_db = err > 0 ? 10.0 * std::log10(sig / err) : std::numeric_limits<double>::infinity();
-    e.rel_rms = sig > 0 ? std::sqrt(err / sig) : 0.0;
+    // Against an all-zero reference any error is infinitely large relative to it (as the scan).
+    e.rel_rms = sig > 0 ? std::sqrt(err / sig) : err > 0 ? std::numeric_limits<double>::infinity() : 0.0;
     e.max_abs = max_abs;
     e.flushed = flushed;
     return e;
   }
 };
+
 
 std::int64_t step_rows(const io::release_tensor& t, const nf::scheme_config& c) {
   const auto g = nf::grid_of(c, t.rows, t.cols);
@@ -91,16 +108,22 @@ struct slab_codes {
 // Others take quantize() itself.
 class converter {
  public:
+  // `amax`: the tensor's finite amax when a pass already took it (--write's check_release).
   converter(const io::release& rel, const io::release_tensor& t, const nf::scheme_config& c,
-            const io::tensor_view* orig)
+            const io::tensor_view* orig, std::optional<double> amax = std::nullopt)
       : m_rel(rel), m_t(t), m_c(c), m_orig(orig), m_step(step_rows(t, c)) {
     if (tensor_scaled(c)) {
-      for (std::int64_t r0 = 0; r0 < t.rows; r0 += m_step) {
-        const auto s = rel.decode_rows(t, r0, std::min(t.rows, r0 + m_step));
-        for (const double v : s.values)
-          if (std::isfinite(v)) m_amax = std::max(m_amax, std::fabs(v));
+      if (amax) {
+        m_amax = *amax;
+      } else {
+        for (std::int64_t r0 = 0; r0 < t.rows; r0 += m_step) {
+          throw_if_convert_interrupted();
+          const auto s = rel.decode_rows(t, r0, std::min(t.rows, r0 + m_step));
+          for (const double v : s.values)
+            if (std::isfinite(v)) m_amax = std::max(m_amax, std::fabs(v));
+        }
+        rel.release_pages(t);
       }
-      rel.release_pages(t);
       // The tensor scale quantize() derives from this amax (a row holding it alone).
       std::vector<double> row(static_cast<std::size_t>(t.cols), 0.0);
       row[0] = m_amax;
@@ -153,15 +176,23 @@ class converter {
   template <class Emit>
   void run(Emit&& emit, convert_tensor_report& rep) {
     err_sums added, rel_orig, conv_orig;
+    std::int64_t release_nonfinite = 0;
     std::vector<double> values, x;
     slab_codes q;
     for (std::int64_t r0 = 0; r0 < m_t.rows; r0 += m_step) {
+      throw_if_convert_interrupted();
       const std::int64_t r1 = std::min(m_t.rows, r0 + m_step);
       slab(r0, r1, values, q);
+      for (const double v : values) release_nonfinite += std::isfinite(v) ? 0 : 1;
       added.add(values, q.dequant.data());
       if (m_orig) {
         x.resize(values.size());
         m_orig->decode(static_cast<std::uint64_t>(r0 * m_t.cols), x);
+        for (std::size_t i = 0; i < x.size(); ++i)
+          if (!std::isfinite(x[i]))
+            throw_input_error(m_orig->place(), fmt::format("{} at element {}: the original must be finite",
+                                                           std::isnan(x[i]) ? "NaN" : "Inf",
+                                                           static_cast<std::int64_t>(i) + r0 * m_t.cols));
         rel_orig.add(x, values.data());
         conv_orig.add(x, q.dequant.data());
       }
@@ -173,6 +204,7 @@ class converter {
       m_orig->owner->release_pages(static_cast<std::size_t>(m_orig->bytes.data() - m_orig->owner->bytes().data()),
                                    m_orig->bytes.size());
     rep.added = added.result();
+    rep.nonfinite = release_nonfinite;
     if (m_orig) {
       rep.release_vs_original = rel_orig.result();
       rep.converted_vs_original = conv_orig.result();
@@ -229,8 +261,52 @@ void check_out_dir(const fs::path& out, const std::string& release) {
   const fs::path rel_dir = fs::is_directory(rel, ec) ? rel : rel.parent_path();
   if (fs::weakly_canonical(out, ec) == rel_dir)
     throw_input_error("--write", "'" + out.string() + "' holds the release (the input is never overwritten)");
+}
+
+// Creates OUT (checked by check_out_dir); returns whether it was not there before.
+bool create_out_dir(const fs::path& out) {
+  std::error_code ec;
+  const bool existed = fs::exists(fs::symlink_status(out, ec));
   fs::create_directories(out, ec);  // under a regular file, /proc, /sys: an input error
-  if (ec) throw_input_error("--write", "cannot create '" + out.string() + "': " + ec.message());
+  if (ec || !fs::is_directory(out, ec))
+    throw_input_error("--write", "cannot create '" + out.string() + "': " + (ec ? ec.message() : "not a folder"));
+  return !existed;
+}
+
+// A model's config.json is kilobytes; the cap keeps a wrong file from filling memory.
+constexpr std::size_t k_convert_config_max_bytes = 100'000'000;
+
+// --write's check before anything is created: every tensor decoded (a malformed one is refused
+// now, not after half the shards are written), NaN/Inf refused by the tensor's name, and each
+// tensor's finite amax kept for the first pass of a tensor-scaled target.
+std::vector<double> check_release(const io::release& rel, const std::vector<const io::release_tensor*>& todo,
+                                  const nf::scheme_config& c) {
+  std::vector<double> amax(todo.size(), 0.0);
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    const auto& t = *todo[i];
+    const std::int64_t step = step_rows(t, c);
+    std::int64_t nonfinite = 0, first = -1;
+    for (std::int64_t r0 = 0; r0 < t.rows; r0 += step) {
+      throw_if_convert_interrupted();
+      const auto s = rel.decode_rows(t, r0, std::min(t.rows, r0 + step));
+      for (std::size_t j = 0; j < s.values.size(); ++j) {
+        const double v = s.values[j];
+        if (std::isfinite(v)) {
+          amax[i] = std::max(amax[i], std::fabs(v));
+        } else {
+          if (first < 0) first = r0 * t.cols + static_cast<std::int64_t>(j);
+          ++nonfinite;
+        }
+      }
+    }
+    rel.release_pages(t);
+    if (nonfinite > 0)
+      throw_input_error(t.name, fmt::format("{} decoded weights are NaN/Inf (the first at row {}, column {}); --write "
+                                            "does not carry them into a converted checkpoint (convert without --write "
+                                            "reports the tensors)",
+                                            nonfinite, first / t.cols, first % t.cols));
+  }
+  return amax;
 }
 
 fs::path config_beside(const std::string& release) {
@@ -240,6 +316,151 @@ fs::path config_beside(const std::string& release) {
 
 void write_text_atomic(const fs::path& target, const std::string& text) {
   io::detail::atomic_write(target, {std::as_bytes(std::span<const char>(text.data(), text.size()))});
+}
+
+// Every output tensor with its size, in name order, into shards of about shard_bytes (throws,
+// exit 2, on a weight the layout cannot hold: before anything is written).
+std::vector<std::vector<planned>> plan_shards(const convert_options& o, const io::release& rel,
+                                              const std::vector<const io::release_tensor*>& todo,
+                                              const std::string& layout) {
+  std::vector<planned> plan;
+  for (std::size_t i = 0; i < todo.size(); ++i)
+    for (auto& ot : layout_tensors(layout, todo[i]->name, todo[i]->shape, o.target))
+      plan.push_back({std::move(ot), static_cast<int>(i), {}});
+  for (const auto& name : rel.passthrough()) {
+    const auto v = rel.files().get(name);
+    // Built member by member: GCC 12 takes the nested braces' temporary for uninitialized.
+    planned pass;
+    pass.out.name = name;
+    pass.out.dtype = v.dtype;
+    pass.out.shape = v.shape;
+    pass.out.part = out_part::m_codes;
+    pass.passthrough = name;
+    plan.push_back(std::move(pass));
+  }
+  std::stable_sort(plan.begin(), plan.end(), [](const planned& a, const planned& b) { return a.out.name < b.out.name; });
+  std::vector<std::vector<planned>> shards(1);
+  std::uint64_t in_shard = 0;
+  for (auto& p : plan) {
+    const std::uint64_t bytes =
+        io::checked_byte_count(p.out.dtype, io::checked_element_count(p.out.shape, p.out.name), p.out.name);
+    // A weight's parts stay in one shard (its later parts have the same weight index).
+    const bool same_weight = !shards.back().empty() && p.weight >= 0 && shards.back().back().weight == p.weight;
+    if (!shards.back().empty() && !same_weight && in_shard + bytes > o.shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    in_shard += bytes;
+    shards.back().push_back(std::move(p));
+  }
+  return shards;
+}
+
+// Writes the converted checkpoint into OUT (created and empty): the shards, then the index and
+// config.json, each file named to `partial` before it is created.
+void write_converted(const convert_options& o, const io::release& rel, const std::vector<const io::release_tensor*>& todo,
+                     const std::vector<std::optional<io::tensor_view>>& originals, const std::vector<double>& amax,
+                     const std::vector<std::vector<planned>>& shards, convert_report& r, partial_output& partial) {
+  const fs::path out(o.write);
+  nlohmann::json weight_map = nlohmann::json::object();
+  const std::size_t ns = shards.size();
+  for (std::size_t k = 0; k < ns; ++k) {
+    const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, ns);
+    partial.add(file);
+    std::vector<io::tensor_decl> decls;
+    std::map<std::string, const planned*> by_name;
+    for (const auto& p : shards[k]) {
+      decls.push_back({p.out.name, p.out.dtype, p.out.shape});
+      by_name[p.out.name] = &p;
+      weight_map[p.out.name] = file;
+    }
+    io::safetensors_stream w(out / file, std::move(decls), {{"format", "pt"}, {"producer", "numprobe convert"}});
+    // Per weight: its converter (one amax pass when the scheme has a tensor scale), and the
+    // 8-bit scales its streamed pass produced, kept until their turn.
+    struct weight_state {
+      std::unique_ptr<converter> cv;
+      std::vector<std::byte> scale_codes;
+      bool coded = false;
+    };
+    std::map<int, weight_state> state;
+    const bool nibbles = nf::info(o.target.element).storage_bits == 4;
+    const auto put = [&](std::span<const std::byte> bytes) {
+      w.write(bytes);
+      r.bytes_written += bytes.size();
+    };
+    for (const auto& d : w.order()) {
+      const planned& p = *by_name.at(d.name);
+      if (p.weight < 0) {
+        put(rel.files().get(p.passthrough).bytes);
+        continue;
+      }
+      const auto i = static_cast<std::size_t>(p.weight);
+      auto& st = state[p.weight];
+      if (!st.cv)
+        st.cv = std::make_unique<converter>(rel, *todo[i], o.target, originals[i] ? &*originals[i] : nullptr, amax[i]);
+      std::vector<std::byte> buf;
+      switch (p.out.part) {
+        case out_part::m_tensor_scale: {
+          append_pod(static_cast<float>(st.cv->tensor_scale()), buf);
+          put(buf);
+          break;
+        }
+        case out_part::m_scale_values: {
+          // F32 scales precede the 8-bit codes in the file: a pass of their own.
+          convert_tensor_report scratch;
+          st.cv->run([&](const slab_codes& q) {
+            for (const auto& b : q.blocks) append_pod(static_cast<float>(b.scale), buf);
+          }, scratch);
+          put(buf);
+          break;
+        }
+        case out_part::m_codes:
+        case out_part::m_bf16: {
+          st.cv->run([&](const slab_codes& q) {
+            buf.clear();
+            if (p.out.part == out_part::m_bf16) {
+              for (const double v : q.dequant) append_pod(bf16_bits(v), buf);
+            } else {
+              append_codes(q, nibbles, buf);
+              for (const auto& b : q.blocks) append_pod(static_cast<std::uint8_t>(b.scale_code & 0xFF), st.scale_codes);
+            }
+            put(buf);
+          }, r.tensors[i]);
+          st.coded = true;
+          break;
+        }
+        case out_part::m_scale_codes: {
+          if (!st.coded) throw_backend_error("convert", "internal: 8-bit scales of " + todo[i]->name + " before its codes");
+          put(st.scale_codes);
+          st.scale_codes = {};
+          break;
+        }
+      }
+    }
+    w.finish();
+    r.files.push_back(file);
+  }
+  // Index and config, each atomically.
+  nlohmann::json index{{"metadata", {{"total_size", r.bytes_written}, {"producer", "numprobe convert"}}},
+                       {"weight_map", weight_map}};
+  partial.add("model.safetensors.index.json");
+  write_text_atomic(out / "model.safetensors.index.json", index.dump(2));
+  r.files.push_back("model.safetensors.index.json");
+  nlohmann::json config = nlohmann::json::object();
+  const auto cfg = config_beside(o.release);
+  std::error_code ec;
+  if (fs::exists(cfg, ec)) {
+    // release::open has read it (a folder or a FIFO there is refused by name); a config that is
+    // not a JSON object is replaced by one that holds the quantization_config alone.
+    config = nlohmann::json::parse(io::read_text_file(cfg, k_convert_config_max_bytes, "config.json"), nullptr, false);
+    if (!config.is_object()) config = nlohmann::json::object();
+  }
+  const auto qc = layout_quantization_config(r.write_layout, o.target);
+  if (qc.is_null()) config.erase("quantization_config");
+  else config["quantization_config"] = qc;
+  partial.add("config.json");
+  write_text_atomic(out / "config.json", config.dump(2));
+  r.files.push_back("config.json");
 }
 
 }  // namespace
@@ -275,9 +496,7 @@ convert_report run_convert(const convert_options& o) {
     const auto& names = orig->tensors();
     if (std::none_of(names.begin(), names.end(), [&](const auto& e) { return e.name == rep.name; })) continue;
     originals[i] = orig->get(rep.name);
-    if (originals[i]->element_count() != static_cast<std::uint64_t>(rep.rows * rep.cols))
-      throw_input_error(originals[i]->place(), fmt::format("{} elements; the release's {} is {}x{}",
-                                                           originals[i]->element_count(), rep.name, rep.rows, rep.cols));
+    check_original(*originals[i], *todo[i]);
   }
 
   if (!writing) {
@@ -286,129 +505,31 @@ convert_report run_convert(const convert_options& o) {
       cv.run([](const slab_codes&) {}, r.tensors[i]);
     }
   } else {
+    // Everything is checked before a file is written: OUT, the layout's shapes, and that each
+    // tensor decodes (a malformed one is refused here, not after half the shards) to finite
+    // values. OUT is created first, so that a folder that cannot be is refused at once.
+    const convert_signal_guard signals;
     const fs::path out(o.write);
     check_out_dir(out, o.release);
-    // Plan: every output tensor with its size, in name order, into shards of about shard_bytes.
-    std::vector<planned> plan;
-    for (std::size_t i = 0; i < todo.size(); ++i)
-      for (auto& ot : layout_tensors(r.write_layout, todo[i]->name, todo[i]->shape, o.target))
-        plan.push_back({std::move(ot), static_cast<int>(i), {}});
-    for (const auto& name : rel.passthrough()) {
-      const auto v = rel.files().get(name);
-      plan.push_back({{name, v.dtype, v.shape, out_part::m_codes}, -1, name});
+    const auto shards = plan_shards(o, rel, todo, r.write_layout);
+    partial_output partial(out, create_out_dir(out));
+    try {
+      const auto amax = check_release(rel, todo, o.target);
+      write_converted(o, rel, todo, originals, amax, shards, r, partial);
+    } catch (const interrupted&) {
+      (void)partial.remove();
+      throw;
+    } catch (const error& e) {
+      const std::size_t n = partial.remove();
+      throw error(e.code(), "", e.what() + partial.removed_note(n));
     }
-    std::stable_sort(plan.begin(), plan.end(), [](const planned& a, const planned& b) { return a.out.name < b.out.name; });
-    std::vector<std::vector<planned>> shards(1);
-    std::uint64_t in_shard = 0;
-    for (auto& p : plan) {
-      const std::uint64_t bytes =
-          io::checked_byte_count(p.out.dtype, io::checked_element_count(p.out.shape, p.out.name), p.out.name);
-      // A weight's parts stay in one shard (its later parts have the same weight index).
-      const bool same_weight = !shards.back().empty() && p.weight >= 0 && shards.back().back().weight == p.weight;
-      if (!shards.back().empty() && !same_weight && in_shard + bytes > o.shard_bytes) {
-        shards.emplace_back();
-        in_shard = 0;
-      }
-      in_shard += bytes;
-      shards.back().push_back(std::move(p));
-    }
-    nlohmann::json weight_map = nlohmann::json::object();
-    const std::size_t ns = shards.size();
-    for (std::size_t k = 0; k < ns; ++k) {
-      const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, ns);
-      std::vector<io::tensor_decl> decls;
-      std::map<std::string, const planned*> by_name;
-      for (const auto& p : shards[k]) {
-        decls.push_back({p.out.name, p.out.dtype, p.out.shape});
-        by_name[p.out.name] = &p;
-        weight_map[p.out.name] = file;
-      }
-      io::safetensors_stream w(out / file, std::move(decls), {{"format", "pt"}, {"producer", "numprobe convert"}});
-      // Per weight: its converter (one amax pass when the scheme has a tensor scale), and the
-      // 8-bit scales its streamed pass produced, kept until their turn.
-      struct weight_state {
-        std::unique_ptr<converter> cv;
-        std::vector<std::byte> scale_codes;
-        bool coded = false;
-      };
-      std::map<int, weight_state> state;
-      const bool nibbles = nf::info(o.target.element).storage_bits == 4;
-      const auto put = [&](std::span<const std::byte> bytes) {
-        w.write(bytes);
-        r.bytes_written += bytes.size();
-      };
-      for (const auto& d : w.order()) {
-        const planned& p = *by_name.at(d.name);
-        if (p.weight < 0) {
-          put(rel.files().get(p.passthrough).bytes);
-          continue;
-        }
-        const auto i = static_cast<std::size_t>(p.weight);
-        auto& st = state[p.weight];
-        if (!st.cv) st.cv = std::make_unique<converter>(rel, *todo[i], o.target, originals[i] ? &*originals[i] : nullptr);
-        std::vector<std::byte> buf;
-        switch (p.out.part) {
-          case out_part::m_tensor_scale: {
-            append_pod(static_cast<float>(st.cv->tensor_scale()), buf);
-            put(buf);
-            break;
-          }
-          case out_part::m_scale_values: {
-            // F32 scales precede the 8-bit codes in the file: a pass of their own.
-            convert_tensor_report scratch;
-            st.cv->run([&](const slab_codes& q) {
-              for (const auto& b : q.blocks) append_pod(static_cast<float>(b.scale), buf);
-            }, scratch);
-            put(buf);
-            break;
-          }
-          case out_part::m_codes:
-          case out_part::m_bf16: {
-            st.cv->run([&](const slab_codes& q) {
-              buf.clear();
-              if (p.out.part == out_part::m_bf16) {
-                for (const double v : q.dequant) append_pod(bf16_bits(v), buf);
-              } else {
-                append_codes(q, nibbles, buf);
-                for (const auto& b : q.blocks) append_pod(static_cast<std::uint8_t>(b.scale_code & 0xFF), st.scale_codes);
-              }
-              put(buf);
-            }, r.tensors[i]);
-            st.coded = true;
-            break;
-          }
-          case out_part::m_scale_codes: {
-            if (!st.coded) throw_backend_error("convert", "internal: 8-bit scales of " + todo[i]->name + " before its codes");
-            put(st.scale_codes);
-            st.scale_codes = {};
-            break;
-          }
-        }
-      }
-      w.finish();
-      r.files.push_back(file);
-    }
-    // Index and config, each atomically.
-    nlohmann::json index{{"metadata", {{"total_size", r.bytes_written}, {"producer", "numprobe convert"}}},
-                         {"weight_map", weight_map}};
-    write_text_atomic(out / "model.safetensors.index.json", index.dump(2));
-    r.files.push_back("model.safetensors.index.json");
-    nlohmann::json config = nlohmann::json::object();
-    const auto cfg = config_beside(o.release);
-    if (fs::exists(cfg)) {
-      try {
-        std::ifstream f(cfg);
-        config = nlohmann::json::parse(f);
-      } catch (const std::exception&) {
-        config = nlohmann::json::object();
-      }
-    }
-    const auto qc = layout_quantization_config(r.write_layout, o.target);
-    if (qc.is_null()) config.erase("quantization_config");
-    else config["quantization_config"] = qc;
-    write_text_atomic(out / "config.json", config.dump(2));
-    r.files.push_back("config.json");
+    partial.keep();
   }
+  for (const auto& t : r.tensors)
+    if (t.nonfinite > 0) {
+      r.nonfinite += t.nonfinite;
+      r.nonfinite_tensors.push_back(t.name);
+    }
   for (const auto& b : o.bounds) {
     const double v = convert_metric(r, b.metric);
     if (!b.holds(v)) r.breaches.push_back({b.text(), v});
@@ -442,7 +563,9 @@ double convert_metric(const convert_report& r, const std::string& name) {
     else if (m == "flushed") v = static_cast<double>(e->flushed);
     else throw_input_error("--bound", fmt::format("unknown convert metric '{}'", name));
     any = true;
-    worst = lowest ? std::min(worst, v) : std::max(worst, v);
+    // NaN (a tensor holding NaN/Inf) is the worst value: it never holds a bound.
+    if (std::isnan(v) || std::isnan(worst)) worst = std::numeric_limits<double>::quiet_NaN();
+    else worst = lowest ? std::min(worst, v) : std::max(worst, v);
   }
   if (!any) throw_input_error("--bound", fmt::format("{} needs --against ORIGINAL", name));
   return worst;
@@ -450,12 +573,13 @@ double convert_metric(const convert_report& r, const std::string& name) {
 
 nlohmann::json to_json(const convert_report& r) {
   const auto err = [](const convert_error& e) {
-    return nlohmann::json{{"sqnr_db", result::json_number(e.sqnr_db)}, {"rel_rms", e.rel_rms},
-                          {"max_abs", e.max_abs}, {"flushed", e.flushed}};
+    return nlohmann::json{{"sqnr_db", result::json_number(e.sqnr_db)}, {"rel_rms", result::json_number(e.rel_rms)},
+                          {"max_abs", result::json_number(e.max_abs)}, {"flushed", e.flushed}};
   };
   nlohmann::json ts = nlohmann::json::array();
   for (const auto& t : r.tensors) {
-    nlohmann::json j{{"name", t.name}, {"from", t.from_scheme}, {"shape", {t.rows, t.cols}}, {"added", err(t.added)}};
+    nlohmann::json j{{"name", t.name}, {"from", t.from_scheme}, {"shape", {t.rows, t.cols}}, {"added", err(t.added)},
+                     {"nonfinite", t.nonfinite}};
     if (t.release_vs_original)
       j["against"] = {{"release", err(*t.release_vs_original)}, {"converted", err(*t.converted_vs_original)}};
     ts.push_back(std::move(j));
@@ -463,7 +587,8 @@ nlohmann::json to_json(const convert_report& r) {
   nlohmann::json j{{"release", r.options.release}, {"layout", r.layout}, {"detected_by", r.detected_by},
                    {"to", r.options.target_name}, {"element", std::string(formats::name(r.options.target.element))},
                    {"conventions", formats::conventions_text(r.options.target)},
-                   {"tensors", ts}, {"elements", r.elements}, {"passthrough_tensors", r.passthrough}};
+                   {"tensors", ts}, {"elements", r.elements}, {"passthrough_tensors", r.passthrough},
+                   {"nonfinite", r.nonfinite}, {"allow_nonfinite", r.options.allow_nonfinite}};
   if (!r.options.write.empty())
     j["write"] = {{"dir", r.options.write}, {"layout", r.write_layout}, {"files", r.files},
                   {"bytes", r.bytes_written}};
@@ -497,6 +622,8 @@ void fill_result(const convert_report& r, result::check_result& out) {
   if (!r.options.write.empty())
     v.line(fmt::format("wrote     {} ({} layout): {} files, {:.1f} MiB", r.options.write, r.write_layout,
                        r.files.size(), static_cast<double>(r.bytes_written) / (1 << 20)));
+  // Decoded NaN/Inf in the release: a finding unless allowed (as scan RELEASE).
+  add_nonfinite_gate(r.nonfinite, r.nonfinite_tensors, r.options.allow_nonfinite, " (their added error is NaN)", out);
   for (const auto& b : r.options.bounds) {
     const double m = convert_metric(r, b.metric);
     auto g = result::evaluate_gate(b, m, "");

@@ -38,6 +38,11 @@ struct convert_options {
   std::string write_layout;                  // "" = the target's layout; "bf16" = dequantized
   std::uint64_t shard_bytes = std::uint64_t{4} << 30;
   std::vector<bound> bounds;  // on the worst tensor: added_sqnr_db, added_rel_rms, ...
+  // NaN or Inf among the release's decoded weights (a NaN scale, a NaN code) is a finding (exit
+  // 1, the gate nonfinite<=0; the tensor's added metrics are NaN, which holds no bound) unless
+  // allowed (`--allow-nonfinite`: reported, not gated). --write refuses such a release either way
+  // (exit 2 naming the tensor), before it creates anything: a converted checkpoint would carry them.
+  bool allow_nonfinite = false;
 };
 
 struct convert_error {
@@ -48,7 +53,8 @@ struct convert_error {
 struct convert_tensor_report {
   std::string name, from_scheme;
   std::int64_t rows = 0, cols = 0;
-  convert_error added;  // converted against the release
+  convert_error added;  // converted against the release (NaN when the release holds NaN/Inf)
+  std::int64_t nonfinite = 0;  // decoded release values that are NaN or Inf
   std::optional<convert_error> release_vs_original, converted_vs_original;
 };
 
@@ -60,11 +66,17 @@ struct convert_report {
   std::uint64_t bytes_written = 0, elements = 0;
   std::size_t passthrough = 0;
   std::vector<std::pair<std::string, double>> breaches;
+  std::int64_t nonfinite = 0;                  // decoded NaN/Inf, all tensors
+  std::vector<std::string> nonfinite_tensors;  // the tensors that hold them
   double seconds = 0.0;
 };
 
 // Throws numprobe::error (exit 2) naming the file, tensor or flag: a release the readers refuse,
-// a target the chosen layout cannot hold, OUT not empty or holding the release.
+// a target the chosen layout cannot hold, OUT not empty or holding the release, an original of
+// another shape or a non-floating dtype, NaN/Inf in the original (or, with --write, in the
+// release). With --write every tensor is decoded and checked before OUT is created; should the
+// write still fail, or SIGINT/SIGTERM/SIGHUP arrive (numprobe::interrupted, exit 128 + signal),
+// the files it wrote and their temporaries are removed, and OUT too when convert created it.
 [[nodiscard]] convert_report run_convert(const convert_options& o);
 
 // added_sqnr_db (lowest), added_rel_rms, added_max_abs, added_flushed; with --against

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <cmath>
 #include <limits>
 #include <regex>
@@ -17,11 +16,15 @@
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
 #include "numprobe/io/checkpoint.hpp"
+#include "numprobe/io/regular_file.hpp"
 
 namespace numprobe::probes {
 namespace {
 
 namespace nf = numprobe::formats;
+
+// A model's config.json is kilobytes; the cap keeps a wrong file from filling memory.
+constexpr std::size_t k_release_config_max_bytes = 100'000'000;
 
 // Rows per slab: whole row_align groups, about 2^22 elements (32 MiB of doubles per array).
 std::int64_t slab_rows(const io::release_tensor& t) {
@@ -156,9 +159,7 @@ void scan_release_tensor(const io::release& rel, const io::checkpoint* orig, con
       missing.push_back(t.name);
     } else {
       ov = orig->get(t.name);
-      if (ov->element_count() != static_cast<std::uint64_t>(t.rows * t.cols))
-        throw_input_error(ov->place(), fmt::format("{} elements; the release's {} decodes to {}x{}",
-                                                   ov->element_count(), t.name, t.rows, t.cols));
+      check_original(*ov, t);
     }
   }
   const bool identify = ov && !t.scheme_name.empty() && t.rows * t.cols <= o.identify_max_elements;
@@ -210,7 +211,30 @@ void scan_release_tensor(const io::release& rel, const io::checkpoint* orig, con
   rep.against = std::move(a);
 }
 
+std::string release_shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 }  // namespace
+
+void check_original(const io::tensor_view& original, const io::release_tensor& t) {
+  const auto d = original.dtype;
+  const bool floating = d == io::dtype::m_f32 || d == io::dtype::m_f16 || d == io::dtype::m_bf16 || d == io::dtype::m_f64;
+  if (original.shape != t.shape)
+    throw_input_error(original.place(),
+                      fmt::format("shape {} ({}), the release's {} is {} ({}): the original must be that weight, in "
+                                  "the same shape (not transposed, not flattened)",
+                                  release_shape_text(original.shape), io::name(d), t.name, release_shape_text(t.shape),
+                                  t.scheme_name.empty() ? std::string(io::name(t.layout)) : t.scheme_name));
+  if (!floating)
+    throw_input_error(original.place(),
+                      fmt::format("dtype {} (shape {}), the release's {} is {} ({}): the original must be a floating "
+                                  "tensor (f32, f16, bf16 or f64), not integer or fp8 codes",
+                                  io::name(d), release_shape_text(original.shape), t.name, release_shape_text(t.shape),
+                                  t.scheme_name.empty() ? std::string(io::name(t.layout)) : t.scheme_name));
+}
 
 bool looks_like_release(const std::string& path) {
   namespace fs = std::filesystem;
@@ -218,8 +242,9 @@ bool looks_like_release(const std::string& path) {
   std::error_code ec;
   const fs::path dir = fs::is_directory(p, ec) ? p : p.parent_path();
   if (fs::exists(dir / "config.json", ec)) {
-    std::ifstream f(dir / "config.json");
-    const auto j = nlohmann::json::parse(f, nullptr, false);
+    // A folder, a FIFO or a device named config.json is refused by name (exit 2), not read.
+    const auto text = io::read_text_file(dir / "config.json", k_release_config_max_bytes, "config.json");
+    const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_object() && j.contains("quantization_config")) return true;
   }
   if (fs::exists(dir / "hf_quant_config.json", ec) || fs::exists(dir / "quantize_config.json", ec)) return true;
@@ -407,21 +432,7 @@ void fill_result(const release_scan_report& r, result::check_result& out) {
     }
   }
   v.add_table(std::move(tab));
-  {  // decoded NaN/Inf: a finding unless allowed
-    result::gate g;
-    g.bound = "nonfinite<=0";
-    g.metric = "nonfinite";
-    g.measured = static_cast<double>(r.nonfinite);
-    g.held = r.nonfinite == 0 || r.options.allow_nonfinite;
-    g.basis = r.options.allow_nonfinite ? "--allow-nonfinite: reported, not gated"
-                                        : "a NaN or Inf weight is a broken release";
-    if (r.nonfinite > 0)
-      v.line(fmt::format("NON-FINITE {} decoded weights are NaN/Inf, in {}{}", r.nonfinite,
-                         r.nonfinite_tensors.front(),
-                         r.nonfinite_tensors.size() > 1 ? fmt::format(" and {} more tensors", r.nonfinite_tensors.size() - 1) : ""));
-    if (!g.held) out.outcome = result::status::m_fail;
-    out.gates.push_back(std::move(g));
-  }
+  add_nonfinite_gate(r.nonfinite, r.nonfinite_tensors, r.options.allow_nonfinite, "", out);
   for (const auto& b : r.options.bounds) {
     const double m = release_metric(r, b.metric);
     auto g = result::evaluate_gate(b, m, "");
@@ -429,6 +440,22 @@ void fill_result(const release_scan_report& r, result::check_result& out) {
     out.gates.push_back(std::move(g));
   }
   out.seconds = r.seconds;
+}
+
+void add_nonfinite_gate(std::int64_t nonfinite, const std::vector<std::string>& tensors, bool allowed,
+                        const std::string& note, result::check_result& out) {
+  result::gate g;
+  g.bound = "nonfinite<=0";
+  g.metric = "nonfinite";
+  g.measured = static_cast<double>(nonfinite);
+  g.held = nonfinite == 0 || allowed;
+  g.basis = allowed ? "--allow-nonfinite: reported, not gated" : "a NaN or Inf weight is a broken release";
+  if (nonfinite > 0 && !tensors.empty())
+    result::view_builder(out).line(
+        fmt::format("NON-FINITE {} decoded weights are NaN/Inf, in {}{}{}", nonfinite, tensors.front(),
+                    tensors.size() > 1 ? fmt::format(" and {} more tensors", tensors.size() - 1) : "", note));
+  if (!g.held) out.outcome = result::status::m_fail;
+  out.gates.push_back(std::move(g));
 }
 
 }  // namespace numprobe::probes

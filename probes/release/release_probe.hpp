@@ -83,8 +83,15 @@ struct release_scan_report {
 // with *_scales, ...). `scan` reads a release with run_release_scan.
 [[nodiscard]] bool looks_like_release(const std::string& path);
 
+// The original of release tensor `t` (scan --against, convert --against) must be that weight:
+// the same shape, exactly (a transposed or flattened original holds the same count of other
+// numbers), in a floating type (f32, f16, bf16, f64; integer or fp8 tensors are not an original
+// to measure a release against). Throws (exit 2) naming the original tensor and both shapes and
+// dtypes.
+void check_original(const io::tensor_view& original, const io::release_tensor& t);
+
 // Throws numprobe::error (exit 2) naming the file or tensor: no release layout, a malformed
-// layout, an original tensor of another shape, NaN/Inf in the original.
+// layout, an original tensor of another shape or dtype (check_original), NaN/Inf in the original.
 [[nodiscard]] release_scan_report run_release_scan(const release_scan_options& o);
 
 // The report's metric by name for bounds (the worst over tensors: the lowest sqnr_db, the
@@ -93,5 +100,11 @@ struct release_scan_report {
 
 [[nodiscard]] nlohmann::json to_json(const release_scan_report& r);
 void fill_result(const release_scan_report& r, result::check_result& out);
+
+// The gate nonfinite<=0 over a release's decoded values (scan RELEASE, convert): held when there
+// are none or they are allowed (--allow-nonfinite: reported, not gated), with a NON-FINITE line
+// naming the first tensor that holds them (`note` appended to it). A failed gate fails `out`.
+void add_nonfinite_gate(std::int64_t nonfinite, const std::vector<std::string>& tensors, bool allowed,
+                        const std::string& note, result::check_result& out);
 
 }  // namespace numprobe::probes

@@ -148,6 +148,14 @@ const std::vector<std::string>& softmax_metric_names() {
   return n;
 }
 
+bound default_softmax_bound() {
+  bound b = parse_bound("ratio_to_naive<=2");
+  b.basis = "FlashAttention's test criterion applied to softmax: within 2x of a naive fp32 softmax's error "
+            "on the same logits, floored at half torch.testing's float32 rtol (6.5e-7)";
+  b.is_default = true;
+  return b;
+}
+
 softmax_point run_softmax_point(softmax_provider& k, const softmax_case& c, const softmax_probe_options& o) {
   c.validate();
   softmax_point p;
@@ -172,8 +180,7 @@ softmax_point run_softmax_point(softmax_provider& k, const softmax_case& c, cons
     const auto exact = softmax_logits(c, rows, false);
     p.end_to_end = compare_softmax(cand, reference::softmax(c, exact, rows), o.topk);
   }
-  if (p.naive.p_rel_rms > 0) p.ratio_to_naive = p.kernel.p_rel_rms / p.naive.p_rel_rms;
-  else p.ratio_to_naive = p.kernel.p_rel_rms > 0 ? std::numeric_limits<double>::infinity() : 1.0;
+  p.ratio_to_naive = p.kernel.p_rel_rms / std::max(p.naive.p_rel_rms, k_softmax_noise_floor);
   return p;
 }
 

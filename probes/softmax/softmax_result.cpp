@@ -53,7 +53,7 @@ void add_point_view(const softmax_point& p, result::check_result& out) {
   t.rows.push_back({"nan/inf", fmt::format("{}/{}", p.kernel.nan_count, p.kernel.inf_count),
                     fmt::format("{}/{}", p.naive.nan_count, p.naive.inf_count),
                     p.end_to_end ? fmt::format("{}/{}", p.end_to_end->nan_count, p.end_to_end->inf_count) : "-"});
-  v.line(fmt::format("ratio_to_naive  {}   (kernel p_rel_rms / naive fp32 softmax p_rel_rms; healthy <= 2)",
+  v.line(fmt::format("ratio_to_naive  {}   (kernel p_rel_rms / naive fp32 softmax p_rel_rms, floor 6.5e-7; healthy <= 2)",
                      fixed3(p.ratio_to_naive)));
   if (p.nonfinite())
     v.line(fmt::format("the candidate holds NaN or Inf ({} NaN, {} Inf)", p.kernel.nan_count, p.kernel.inf_count));

@@ -11,6 +11,7 @@
 #include "numprobe/base/error.hpp"
 #include "numprobe/core/memory_budget.hpp"
 #include "numprobe/core/result.hpp"
+#include "probes/classes/bisect_fp8.hpp"
 #include "src/io/atomic_write.hpp"
 
 namespace numprobe::cli {
@@ -237,6 +238,19 @@ std::vector<bound> make_bounds(const case_flags& f) {
   std::vector<bound> out;
   for (const auto& b : f.bounds) out.push_back(parse_bound(b));
   return out;
+}
+
+void add_default_bound_flag(CLI::App* sub, bool& off) {
+  sub->add_flag("--no-default-bound", off,
+                "without --bound: report only, do not gate on the default bound (ratio_to_naive<=2; fp8: rel_rms<=2u)");
+}
+
+std::vector<bound> gate_bounds(const case_flags& f, const provider_options& po) {
+  auto out = make_bounds(f);
+  if (!out.empty() || f.no_default_bound) return out;
+  bound b = probes::default_accuracy_bound(po);
+  b.is_default = true;
+  return {b};
 }
 
 row_sampling make_sampling(const case_flags& f, std::int64_t auto_rows) {

@@ -39,6 +39,7 @@ struct case_flags {
   report_flags out;  // --json, --csv, --md, --html, --junit
   bool force_rescale = false;
   bool no_e2e = false;
+  bool no_default_bound = false;  // --no-default-bound (attention, drift)
   int device = 0;
   // bring your own kernel (issue 8)
   double exec_timeout = 60.0;  // --exec-timeout SECONDS
@@ -81,6 +82,11 @@ struct decode_sweep_lists {
 };
 [[nodiscard]] decode_sweep_lists take_decode_sweep_lists(case_flags& f);
 [[nodiscard]] std::vector<bound> make_bounds(const case_flags& f);
+// --no-default-bound, for the commands that gate on a default bound (attention, drift).
+void add_default_bound_flag(CLI::App* sub, bool& off);
+// The --bound list, or when none is given (and --no-default-bound is not) the default accuracy
+// gate of the case: ratio_to_naive<=2, or rel_rms<=2u for fp8 points (docs/bounds.md).
+[[nodiscard]] std::vector<bound> gate_bounds(const case_flags& f, const provider_options& po);
 // --rows all|N|auto; auto = `auto_rows` (0 = all).
 [[nodiscard]] row_sampling make_sampling(const case_flags& f, std::int64_t auto_rows);
 [[nodiscard]] std::int64_t parse_positive(const std::string& text, const std::string& flag);

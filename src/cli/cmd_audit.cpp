@@ -9,6 +9,7 @@
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/progress.hpp"
+#include "src/core/interrupt.hpp"
 
 namespace numprobe::cli {
 namespace {
@@ -55,14 +56,19 @@ void setup_audit(CLI::App& app) {
       bar.update(static_cast<std::size_t>(s.index), static_cast<std::size_t>(s.index) + 1,
                  fmt::format("seq {}", s.seq));
     };
+    // SIGINT/SIGTERM: the cases left are recorded as not run, and the classes judged so far are
+    // reported (exit 130/143).
+    const interrupt_scope defer;
+    o.stop = [] { return interrupt_signal() != 0; };
     const auto r = probes::run_audit(o);
     bar.finish();
-    exit_status() = probes::audit_exit_code(r);
+    const int signal = interrupt_signal();
+    exit_status() = signal ? 128 + signal : probes::audit_exit_code(r);
     result::check_result c;
     probes::fill_result(r, c);
     auto out = f.out;
     out.terminal_traces = *verbose;
-    write_command_reports(out, "audit", o.base.seed, std::move(c), exit_status());
+    write_command_reports(out, "audit", o.base.seed, std::move(c), signal ? 3 : exit_status(), signal);
   });
 }
 

@@ -19,6 +19,7 @@ namespace {
 struct convert_flags {
   std::string release, to, format, write, write_layout, against, layout, filter;
   double shard_gib = 4.0;
+  bool allow_nonfinite = false;
   std::vector<std::string> bounds;
   report_flags out;
   convention_flags conventions;
@@ -43,6 +44,9 @@ void setup_convert(CLI::App& app) {
   sub->add_option("--layout", f->layout, "the release's layout, overriding detection");
   sub->add_option("--filter", f->filter, "regex on tensor names");
   sub->add_option("--bound", f->bounds, "gate, e.g. added_sqnr_db>=20 (repeatable; exit 1 on breach)");
+  sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
+                "exit 0 even when the release decodes to NaN/Inf (reported; their added error is NaN; --write "
+                "refuses such a release either way)");
   add_report_flags(sub, f->out);
   add_convention_flags(sub, f->conventions);
   sub->callback([f, write_opt] {
@@ -53,6 +57,7 @@ void setup_convert(CLI::App& app) {
     o.release = f->release;
     o.against = f->against;
     o.filter = f->filter;
+    o.allow_nonfinite = f->allow_nonfinite;
     if (!f->layout.empty()) o.layout = io::parse_release_layout(f->layout, "--layout");
     const auto& s = formats::find_scheme(f->to, "--to");
     o.target_name = std::string(s.name);
@@ -67,7 +72,8 @@ void setup_convert(CLI::App& app) {
     o.shard_bytes = static_cast<std::uint64_t>(f->shard_gib * static_cast<double>(std::uint64_t{1} << 30));
     for (const auto& b : f->bounds) o.bounds.push_back(parse_bound(b));
     const auto r = probes::run_convert(o);
-    exit_status() = r.breaches.empty() ? 0 : 1;
+    // NaN/Inf in the release is a finding, as in scan RELEASE (the gate nonfinite<=0).
+    exit_status() = r.breaches.empty() && (r.nonfinite == 0 || o.allow_nonfinite) ? 0 : 1;
     result::check_result c;
     probes::fill_result(r, c);
     write_command_reports(f->out, "convert", 0, std::move(c), exit_status());

@@ -7,6 +7,7 @@
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
 #include "src/cli/progress.hpp"
+#include "src/core/interrupt.hpp"
 
 namespace numprobe::cli {
 namespace {
@@ -30,6 +31,7 @@ void setup_drift(CLI::App& app) {
   add_case_flags(sub, *flags, "key lengths A..B");
   sub->add_option("--points", *points, "tile | log:N | comma list of lengths")->capture_default_str();
   add_report_flags(sub, flags->out, "write the points as CSV (full precision) to PATH");
+  add_default_bound_flag(sub, flags->no_default_bound);
   sub->callback([flags, points] {
     auto& f = *flags;
     // --decode: --splits/--page-size lists give one length sweep per combination.
@@ -41,21 +43,27 @@ void setup_drift(CLI::App& app) {
     o.seq_lo = lo;
     o.seq_hi = hi;
     o.points = *points;
-    o.bounds = make_bounds(f);
+    const auto po = make_provider_options(f);
+    o.bounds = gate_bounds(f, po);
     o.probe.sampling = make_sampling(f, 64);
     o.probe.end_to_end = !f.no_e2e;
-    const auto po = make_provider_options(f);
     auto prov = make_attention_provider(po);
     progress_bar bar;
     o.on_point = [&bar](std::size_t done, std::size_t total, std::int64_t seq) {
       bar.update(done, total, fmt::format("seq {}", seq));
     };
+    // SIGINT/SIGTERM stop the sweep between points; the points measured are reported (exit 130/143).
+    const interrupt_scope defer;
+    o.stop = [] { return interrupt_signal() != 0; };
     const auto r = sweep ? probes::run_drift_decode_sweep(po, lists.splits, lists.page_sizes, o)
                          : probes::run_drift(*prov, o);
     bar.finish();
     result::check_result c;
-    exit_status() = probes::fill_command_result(r, o, *prov, c);
-    write_command_reports(f.out, "drift", o.base.seed, std::move(c), exit_status());
+    const int status = probes::fill_command_result(r, o, *prov, c);
+    if (r.incomplete)
+      c.message = fmt::format("{} of {} lengths measured", r.points.size(), r.lengths_planned);
+    exit_status() = r.incomplete ? 128 + interrupt_signal() : status;
+    write_command_reports(f.out, "drift", o.base.seed, std::move(c), status, r.incomplete ? interrupt_signal() : 0);
   });
 }
 

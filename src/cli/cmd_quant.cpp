@@ -68,6 +68,15 @@ probes::quant_probe_options make_options(const quant_flags& f) {
   }
   if (f.group_given) {
     if (f.group <= 0) throw_input_error("--group", fmt::format("must be a positive group size, got {}", f.group));
+    // Only the group schemes take a size; NVFP4 and MX fix theirs (NUMERICS.md), and the others
+    // have no groups: refused by name, never recorded in the case id and ignored.
+    const auto k = o.config.kind;
+    if (k != formats::scheme_kind::m_group && k != formats::scheme_kind::m_asym)
+      throw_input_error("--group",
+                        fmt::format("applies to the group schemes (group, int4-sym, int4-g128, int4-awq); {}",
+                                    k == formats::scheme_kind::m_nvfp4 ? "nvfp4 blocks are 16 elements by definition"
+                                    : k == formats::scheme_kind::m_mx  ? "MX blocks are 32 elements by definition"
+                                                                       : o.scheme_name + " has no groups"));
     o.config.group = f.group;
   }
   apply_convention_flags(f.conventions, o.config);

@@ -2,6 +2,8 @@
 // index .json), ranked worst first (--rank-by), grouped by layer type and depth, with bits per parameter
 // and total bytes per format. `--from e4m3fn --to e4m3fnuz` instead reports what an MI300
 // migration of an FP8 checkpoint changes.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fmt/format.h>
 #include <memory>
@@ -116,6 +118,24 @@ void setup_scan(CLI::App& app) {
     o.checkpoint = f->checkpoint;
     o.schemes = {f->format};
     for (const auto& s : split_list(f->vs)) o.schemes.push_back(s);
+    // A convention flag that no scanned scheme takes is refused by name, not dropped (the
+    // adjustment below applies each flag to the schemes it names only).
+    const auto scans_kind = [&o](formats::scheme_kind k) {
+      for (std::string name : o.schemes) {
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        for (const auto& s : formats::all_schemes())
+          if (s.name == name && s.defaults.kind == k) return true;
+      }
+      return false;
+    };
+    if (!f->conventions.rule.empty() && !scans_kind(formats::scheme_kind::m_mx))
+      throw_input_error("--rule", "an MX scale rule; none of --format/--vs is an MX scheme (mx, mxfp4, mxfp6, mxfp8, mxint8)");
+    for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--scale-division", &f->conventions.division},
+                                      {"--scale-floor", &f->conventions.floor},
+                                      {"--scale-arith", &f->conventions.arith}})
+      if (!value->empty() && !scans_kind(formats::scheme_kind::m_nvfp4))
+        throw_input_error(flag, "applies to nvfp4 only; none of --format/--vs is nvfp4");
     o.filter = f->filter;
     o.all = f->all;
     o.top = f->top;

@@ -37,6 +37,7 @@ struct softmax_flags {
   std::string points = "tile";
   std::string case_id;
   std::vector<std::string> bounds;
+  bool no_default_bound = false;
   report_flags out;  // --json, --csv, --md, --html, --junit
   bool no_e2e = false;
 };
@@ -93,6 +94,8 @@ void setup_softmax(CLI::App& app) {
   sub->add_option("--case", f->case_id, "rerun exactly this case id");
   sub->add_option("--bound", f->bounds, "gate METRIC<=X (repeatable); breach exits 1");
   add_report_flags(sub, f->out);
+  sub->add_flag("--no-default-bound", f->no_default_bound,
+                "without --bound: report only, do not gate on the default bound ratio_to_naive<=2");
   sub->add_flag("--no-e2e", f->no_e2e, "skip the end-to-end (unrounded logits) reference");
   sub->callback([f] {
     if (f->topk < 1 || f->topk > 1000) throw_input_error("--topk", "must be in [1, 1000]");
@@ -104,6 +107,7 @@ void setup_softmax(CLI::App& app) {
     const softmax_case c = make_softmax_case(*f, hi);  // validates the flags at the longest row
     std::vector<bound> bounds;
     for (const auto& b : f->bounds) bounds.push_back(parse_bound(b));
+    if (bounds.empty() && !f->no_default_bound) bounds.push_back(probes::default_softmax_bound());
     probes::softmax_point probe_point;
     for (const auto& b : bounds)
       if (!probe_point.metric(b.metric) && b.metric.rfind("e2e.", 0) != 0 &&
@@ -141,6 +145,7 @@ void setup_softmax(CLI::App& app) {
         const bool ok = m && b.holds(*m);
         breach |= !ok;
         gates.push_back({{"bound", b.text()}, {"measured", m ? probes::json_number(*m) : nullptr}, {"pass", ok}});
+        if (b.is_default) gates.back()["default"] = true;
       }
       probes::fill_result(p, bounds, rc);
       doc["result"] = probes::to_json(p);

@@ -1,6 +1,8 @@
 // The quantization-convention flags (quant_conventions.hpp).
 #include "src/cli/quant_conventions.hpp"
 
+#include "numprobe/base/error.hpp"
+
 namespace numprobe::cli {
 
 void add_convention_flags(CLI::App* sub, convention_flags& f) {
@@ -21,7 +23,16 @@ void apply_convention_flags(const convention_flags& f, formats::scheme_config& c
   if (!f.division.empty()) c.conv.division = formats::parse_scale_division(f.division, "--scale-division");
   if (!f.floor.empty()) c.conv.floor = formats::parse_scale_floor(f.floor, "--scale-floor");
   if (!f.arith.empty()) c.conv.arith = formats::parse_scale_arith(f.arith, "--scale-arith");
-  if (!f.rule.empty()) c.rule = formats::parse_mx_rule(f.rule, "--rule");
+  if (!f.rule.empty()) {
+    const auto rule = formats::parse_mx_rule(f.rule, "--rule");
+    // Refused by name, never ignored (as the NVFP4 axes on other schemes, formats::validate):
+    // only the MX schemes derive a shared exponent by a rule.
+    if (c.kind != formats::scheme_kind::m_mx)
+      throw_input_error("--rule", "'" + f.rule + "' is an MX scale rule; it applies to the MX schemes only (mx, "
+                                  "mxfp4, mxfp6, mxfp8, mxint8), not to a scheme of kind '" +
+                                  std::string(formats::name(c.kind)) + "'");
+    c.rule = rule;
+  }
 }
 
 }  // namespace numprobe::cli

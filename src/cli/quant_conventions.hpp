@@ -19,7 +19,8 @@ void add_convention_flags(CLI::App* sub, convention_flags& f);
 
 // Applies them to `c` (the scheme's defaults): the preset first, then each axis flag given,
 // which overrides the preset's value. Throws numprobe::error (exit 2) naming the flag on an
-// unknown value; formats::validate refuses an axis that does not apply to the scheme.
+// unknown value, and --rule on a scheme that is not MX; formats::validate refuses an NVFP4 axis
+// on another scheme.
 void apply_convention_flags(const convention_flags& f, formats::scheme_config& c);
 
 }  // namespace numprobe::cli

@@ -1,5 +1,7 @@
 #include "src/cli/report_output.hpp"
 
+#include <csignal>
+#include <cstdio>
 #include <fmt/format.h>
 
 #include "reports/report_files.hpp"
@@ -37,7 +39,7 @@ void add_report_flags(CLI::App* sub, report_flags& f, std::string_view csv_help)
 }
 
 void write_command_reports(const report_flags& f, const std::string& command, std::uint64_t seed,
-                           result::check_result c, int exit_code) {
+                           result::check_result c, int exit_code, int signal) {
   if (c.name.empty()) c.name = command;
   if (c.probe.empty()) c.probe = command;
   c.outcome = exit_code == 0 ? result::status::m_pass : exit_code == 1 ? result::status::m_fail
@@ -49,6 +51,16 @@ void write_command_reports(const report_flags& f, const std::string& command, st
   r.command_document = true;
   r.checks_planned = 1;
   r.seconds = c.seconds;
+  if (signal > 0) {
+    std::fprintf(stderr, "numprobe: interrupted by %s; the reports hold what was measured before\n",
+                 signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal");
+    r.signal = signal;
+    r.incomplete = true;
+    c.outcome = result::status::m_error;
+    c.error_code = 128 + signal;
+    c.message = fmt::format("INCOMPLETE: interrupted by signal {}; the report holds what was measured before{}",
+                            signal, c.message.empty() ? "" : " (" + c.message + ")");
+  }
   r.checks.push_back(std::move(c));
   // The terminal is one more writer; it stays quiet when a report goes to stdout, so that
   // stream stays parseable.

@@ -27,7 +27,9 @@ void add_report_flags(CLI::App* sub, report_flags& f, std::string_view csv_help 
 // Prints the terminal report (unless a report goes to stdout) and writes the reports asked for. `c` is the command's one check: its details become the JSON
 // document's top level. `exit_code` (0..3) sets the check's status, so every writer agrees with
 // the process's exit status. Throws numprobe::error (exit 2) naming a path that cannot be written.
+// `signal` > 0: the command was interrupted (SIGINT/SIGTERM); the reports hold what it measured
+// before, say so (`incomplete`, `signal`) and carry the exit code 128 + signal.
 void write_command_reports(const report_flags& f, const std::string& command, std::uint64_t seed,
-                           result::check_result c, int exit_code);
+                           result::check_result c, int exit_code, int signal = 0);
 
 }  // namespace numprobe::cli

@@ -14,6 +14,7 @@ gate evaluate_gate(const bound& b, std::optional<double> measured, const std::st
   g.bound = b.text();
   g.metric = b.metric;
   g.basis = b.basis;
+  g.is_default = b.is_default;
   g.case_id = case_id;
   g.measured = measured.value_or(std::numeric_limits<double>::quiet_NaN());
   g.held = measured.has_value() && b.holds(*measured);

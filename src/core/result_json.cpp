@@ -87,9 +87,11 @@ json to_json(const check_result& c) {
   j["message"] = c.message;
   j["seconds"] = c.seconds;
   j["gates"] = json::array();
-  for (const auto& g : c.gates)
+  for (const auto& g : c.gates) {
     j["gates"].push_back({{"bound", g.bound}, {"metric", g.metric}, {"measured", json_number(g.measured)},
                           {"held", g.held}, {"basis", g.basis}, {"case", g.case_id}});
+    if (g.is_default) j["gates"].back()["default"] = true;
+  }
   j["metrics"] = json::array();
   for (const auto& m : c.metrics)
     j["metrics"].push_back({{"name", m.name}, {"value", json_number(m.value)}, {"unit", m.unit},
@@ -135,6 +137,10 @@ json to_json(const run_result& r) {
     const check_result& c = r.checks.front();
     j["command_document"] = true;
     j["exit_code"] = r.exit_code();
+    if (r.signal > 0) {  // interrupted: the document holds what was measured before the signal
+      j["incomplete"] = true;
+      j["signal"] = r.signal;
+    }
     j["checks"] = json::array({to_json(c)});
     j["checks"][0].erase("details");
     for (auto it = c.details.begin(); it != c.details.end(); ++it)
@@ -173,7 +179,8 @@ check_result check_from_json(const json& j, const std::string& place) {
     c.seconds = j.value("seconds", 0.0);
     for (const auto& g : j.value("gates", json::array()))
       c.gates.push_back({g.value("bound", ""), g.value("metric", ""), read_number(g.value("measured", json())),
-                         g.value("held", false), g.value("basis", ""), g.value("case", "")});
+                         g.value("held", false), g.value("basis", ""), g.value("case", ""),
+                         g.value("default", false)});
     for (const auto& m : j.value("metrics", json::array()))
       c.metrics.push_back({m.value("name", ""), read_number(m.value("value", json())), m.value("unit", ""),
                            m.value("format", "sci")});

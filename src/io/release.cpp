@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "numprobe/base/error.hpp"
+#include "numprobe/io/regular_file.hpp"
 #include "src/io/release_layouts.hpp"
 
 namespace numprobe::io {
@@ -42,13 +41,15 @@ std::string known_names() {
   return out;
 }
 
+// config.json and hf_quant_config.json are kilobytes; the cap keeps a wrong file from filling
+// memory.
+constexpr std::size_t k_side_json_max_bytes = 100'000'000;
+
 nlohmann::json read_json(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw_input_error(p.string(), "cannot read");
-  std::stringstream ss;
-  ss << f.rdbuf();
+  // A folder, FIFO or device named config.json is refused by name (exit 2), never read.
+  const std::string text = read_text_file(p, k_side_json_max_bytes, "JSON file");
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');
@@ -58,10 +59,20 @@ nlohmann::json read_json(const fs::path& p) {
 
 // The checkpoint file in a folder: an index .json (model.safetensors.index.json first), else
 // the one .safetensors file.
+// Whether a folder entry is there at all (a dangling link or a loop included: reading it then
+// says why it is not a regular file), without throwing.
+bool entry_present(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(p, ec));
+}
+
 fs::path checkpoint_in(const fs::path& dir) {
-  if (fs::exists(dir / "model.safetensors.index.json")) return dir / "model.safetensors.index.json";
+  if (entry_present(dir / "model.safetensors.index.json")) return dir / "model.safetensors.index.json";
   std::vector<fs::path> indexes, files;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) throw_input_error(dir.string(), "cannot list the folder: " + ec.message());
+  for (const auto& e : it) {
     const std::string n = e.path().filename().string();
     if (n.ends_with(".safetensors.index.json")) indexes.push_back(e.path());
     if (n.ends_with(".safetensors")) files.push_back(e.path());
@@ -78,7 +89,7 @@ fs::path checkpoint_in(const fs::path& dir) {
 nlohmann::json quantization_config_in(const fs::path& dir, std::string& from) {
   from = "config.json quantization_config";
   const fs::path cfg = dir / "config.json";
-  if (fs::exists(cfg)) {
+  if (entry_present(cfg)) {
     const auto j = read_json(cfg);
     if (!j.is_object()) throw_input_error(cfg.string(), "not a JSON object");
     if (j.contains("quantization_config")) {
@@ -89,7 +100,7 @@ nlohmann::json quantization_config_in(const fs::path& dir, std::string& from) {
     }
   }
   const fs::path hf = dir / "hf_quant_config.json";
-  if (fs::exists(hf)) {
+  if (entry_present(hf)) {
     auto j = read_json(hf);
     if (!j.is_object()) throw_input_error(hf.string(), "not a JSON object");
     from = "hf_quant_config.json";
@@ -154,8 +165,13 @@ const std::vector<layout_reader>& layout_readers() {
 }  // namespace detail
 
 release release::open(const fs::path& path, std::optional<release_layout> forced) {
-  if (!fs::exists(path)) throw_input_error(path.string(), "no such file or folder");
-  const bool is_dir = fs::is_directory(path);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    // A loop or an unreadable path says why (why_not_regular), not a filesystem_error.
+    const auto why = why_not_regular(path);
+    throw_input_error(path.string(), why ? *why : "no such file or folder");
+  }
+  const bool is_dir = fs::is_directory(path, ec);
   const fs::path dir = is_dir ? path : path.parent_path().empty() ? fs::path(".") : path.parent_path();
   release r(checkpoint::open(is_dir ? checkpoint_in(path) : path));
   std::string config_from;

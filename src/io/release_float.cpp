@@ -170,7 +170,16 @@ void group_modelopt(const checkpoint& ck, const json&, std::vector<release_tenso
   const name_index ix(ck);
   std::map<std::string, bool> used;
   for (const auto& e : ck.tensors()) {
-    if (!e.name.ends_with(".weight") || e.dtype != dtype::m_u8) continue;
+    if (!e.name.ends_with(".weight")) continue;
+    if (e.dtype != dtype::m_u8) {
+      // A weight beside e4m3 block scales is an NVFP4 weight whatever its dtype: F32 or int8 codes
+      // "kept as stored" would pass the scales on as orphans (and convert would copy them).
+      const entry* s = ix.find(e.name + "_scale");
+      if (s != nullptr && s->dtype == dtype::m_e4m3fn)
+        throw_input_error(e.name, "dtype " + std::string(name(e.dtype)) + " beside the e4m3 block scales " + s->name +
+                                      ": ModelOpt NVFP4 stores packed uint8 fp4 codes (U8, two e2m1 per byte)");
+      continue;
+    }
     if (e.shape.size() != 2)
       throw_input_error(e.name, "shape " + shape_text(e.shape) + ", ModelOpt NVFP4 packs [out, in/2]");
     const auto& s = require(ix, e.name + "_scale", "ModelOpt NVFP4 stores an e4m3 scale per 16");
@@ -244,6 +253,18 @@ void group_ct_fp4(const checkpoint& ck, const json&, std::vector<release_tensor>
       t.record["rules"].push_back("dequant = e2m1 * 2^(weight_scale - 127), blocks of 32");
     }
     out.push_back(std::move(t));
+  }
+  // Block scales of this layout's dtype with no packed codes beside them: the weight is stored
+  // as something else (F32, int8) and would be "kept as stored" with orphan scales.
+  for (const auto& e : ck.tensors()) {
+    if (!e.name.ends_with(".weight_scale") || used.contains(e.name) || e.dtype != (NV ? dtype::m_e4m3fn : dtype::m_u8))
+      continue;
+    const std::string stem = strip(e.name, "_scale");  // "X.weight"
+    const entry* w = ix.find(stem);
+    throw_input_error(w ? w->name : e.name,
+                      w ? "dtype " + std::string(name(w->dtype)) + " beside the block scales " + e.name + ": " + fmt +
+                              " stores packed uint8 fp4 codes in " + stem + "_packed (U8, two e2m1 per byte)"
+                        : std::string("block scales without ") + stem + "_packed, the packed uint8 fp4 codes (" + fmt + ")");
   }
   pass_rest(ck, used, passthrough);
 }

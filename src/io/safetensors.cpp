@@ -45,11 +45,18 @@ struct entry {
 safetensors_file safetensors_file::parse(std::shared_ptr<const mapped_file> file) {
   const std::string& src = file->source();
   const auto b = file->bytes();
+  // A .npy array (--against, --act-stats given one) would otherwise read as a header length of
+  // some 10^14 bytes: say what the file is.
+  static constexpr char k_npy_magic[] = "\x93NUMPY";
+  if (b.size() >= 6 && std::memcmp(b.data(), k_npy_magic, 6) == 0)
+    throw_input_error(src, "not a .safetensors file: it starts with the .npy magic \\x93NUMPY (a .npy array, "
+                           "where a .safetensors checkpoint is expected)");
   if (b.size() < 8) throw_input_error(src, "file is shorter than the 8-byte header length");
   const std::uint64_t n = read_u64_le(b.data());
   if (n > k_safetensors_max_header_bytes) {
     throw_input_error(src, "header length " + std::to_string(n) + " exceeds the bound of " +
-                               std::to_string(k_safetensors_max_header_bytes) + " bytes");
+                               std::to_string(k_safetensors_max_header_bytes) +
+                               " bytes: not a .safetensors file (its first 8 bytes are no header length)");
   }
   if (n > b.size() - 8) {
     throw_input_error(src, "header length " + std::to_string(n) + " runs past the end of the " +

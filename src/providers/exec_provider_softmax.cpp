@@ -141,12 +141,9 @@ class exec_softmax final : public softmax_provider {
         fail(file, fmt::format("dtype {} is not float32, float16, float64 or bfloat16", io::name(t.dtype)));
       if (t.shape != want)
         fail(file, fmt::format("shape {} where {} is expected", exec::shape_text(t.shape), exec::shape_text(want)));
-      auto x = t.to_doubles();
-      for (std::size_t i = 0; i < x.size(); ++i)
-        if (std::isnan(x[i]))
-          fail(file, want.size() == 2 ? fmt::format("NaN at row {}, entry {}", i / v, i % v)
-                                      : fmt::format("NaN at row {}", i));
-      return x;
+      // NaN/Inf in the output is the kernel's answer: a finding the probe counts (exit 1, with a
+      // report), not a protocol error.
+      return t.to_doubles();
     };
     const bool have_p = std::filesystem::exists(dir + "/y.npy");
     const bool have_logp = std::filesystem::exists(dir + "/logp.npy");

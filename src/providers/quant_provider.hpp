@@ -25,6 +25,9 @@ struct quant_device_output {
   std::string dequant_dtype;               // its dtype (float32 or float64)
   double kernel_ms = 0.0, amax_ms = 0.0;
   std::string conversion;                  // how the device converts (hardware rule or software)
+  // NaN/Inf the candidate wrote where a float is stored (scales, tensor scale, dequant): a
+  // finding counted by the probe (exit 1), never a protocol error.
+  std::int64_t nonfinite = 0;
 };
 
 class quant_provider {

@@ -63,6 +63,73 @@ TEST(cli_attention, breached_bound_exits_1) {
   EXPECT_NE(r.out.find("FAIL ratio_to_naive<=2"), std::string::npos) << r.out;
 }
 
+// Issue 27 item 4: with no --bound, attention gates on its documented default and says so.
+TEST(cli_attention, a_broken_kernel_fails_the_default_gate_without_any_bound) {
+  const std::string base =
+      "attention --backend emu --seq 300 --heads 2 --kv-heads 1 --head-dim 32 --dist rescale-stress "
+      "--inject skip-rescale";
+  const auto r = run_numprobe(base + " --json -");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto j = parse_or_fail(r.out);
+  bool seen = false;
+  for (const auto& g : j["checks"][0]["gates"])
+    if (g.value("default", false)) {
+      seen = true;
+      EXPECT_EQ(g["bound"], "ratio_to_naive<=2");
+      EXPECT_FALSE(g["held"].get<bool>());
+      EXPECT_NE(g["basis"].get<std::string>().find("FlashAttention"), std::string::npos);
+    }
+  EXPECT_TRUE(seen) << r.out;
+  EXPECT_EQ(j["pass"], false);
+  const auto text = run_numprobe(base);
+  EXPECT_NE(text.out.find("FAIL ratio_to_naive<=2"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("default gate"), std::string::npos) << text.out;
+  // --no-default-bound: the numbers are reported, nothing is gated but NaN/Inf.
+  const auto off = run_numprobe(base + " --no-default-bound --json -");
+  EXPECT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(parse_or_fail(off.out)["checks"][0]["gates"].size(), 1u) << off.out;
+}
+
+TEST(cli_attention, an_explicit_bound_replaces_the_default_gate) {
+  const auto r = run_numprobe(
+      "attention --backend emu --seq 300 --heads 2 --kv-heads 1 --head-dim 32 --inject skip-rescale "
+      "--dist rescale-stress --bound 'ratio_to_naive<=1e9' --json -");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& g : parse_or_fail(r.out)["checks"][0]["gates"]) EXPECT_FALSE(g.value("default", false));
+}
+
+TEST(cli_attention, fp8_points_take_twice_the_format_unit_roundoff_by_default) {
+  // e4m3: u = 2^-4, so the default gate is rel_rms<=0.125 (ratio_to_naive means nothing there).
+  const auto ok = run_numprobe("attention --backend emu --seq 600 --heads 2 --kv-heads 1 --head-dim 64 "
+                               "--kv-format e4m3 --json -");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  const auto g = parse_or_fail(ok.out)["checks"][0]["gates"].back();
+  EXPECT_EQ(g["bound"], "rel_rms<=0.125");
+  EXPECT_TRUE(g.value("default", false));
+  const auto bad = run_numprobe("attention --backend emu --seq 600 --heads 2 --kv-heads 1 --head-dim 64 "
+                                "--kv-format e4m3 --kv-scale tensor --inject kv-scale-ignored --dist llm");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+}
+
+TEST(cli_attention, decode_fails_the_default_gate_on_a_base2_merge) {
+  const auto r = run_numprobe("attention --backend emu --decode --seq 1000 --splits 4 --heads 2 --kv-heads 1 "
+                              "--head-dim 64 --inject lse-base2-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL ratio_to_naive<=2"), std::string::npos) << r.out;
+}
+
+TEST(cli_drift, a_broken_kernel_fails_the_default_gate_at_every_length) {
+  const auto r = run_numprobe("drift --backend emu --seq 64..600 --heads 2 --kv-heads 1 --head-dim 32 "
+                              "--dist rescale-stress --inject skip-rescale --no-e2e --json -");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto j = parse_or_fail(r.out);
+  EXPECT_EQ(j["pass"], false);
+  EXPECT_EQ(j["bounds"][0], "ratio_to_naive<=2");
+  const auto off = run_numprobe("drift --backend emu --seq 64..600 --heads 2 --kv-heads 1 --head-dim 32 "
+                                "--dist rescale-stress --inject skip-rescale --no-e2e --no-default-bound");
+  EXPECT_EQ(off.exit_code, 0) << off.out << off.err;
+}
+
 struct bad_input {
   const char* args;
   int code;

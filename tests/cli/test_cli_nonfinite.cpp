@@ -12,6 +12,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <unistd.h>
 
 #include "numprobe/core/attention_inputs.hpp"
 #include "numprobe/io/npy.hpp"
@@ -305,6 +306,24 @@ TEST(NonfiniteDump, NanRowsAndAnInfiniteLseAreCountedAndClassified) {
       ref.lse[static_cast<std::size_t>(bad_row * g.heads + bad_head)]);
   io::write_npy(dir + "/lse.npy", u({g.queries, g.heads}), lse);
   EXPECT_EQ(run_numprobe("attention --inputs " + dir + " --json -").exit_code, 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 27 item 5: softmax and quant through exec, as attention: NaN in the output is exit 1
+// with the report written (exit_code 1 in the JSON), not a backend error (exit 3).
+TEST(cli_nonfinite, softmax_and_quant_exec_nan_is_exit_1_with_a_report) {
+  const std::string dir = ::testing::TempDir() + "numprobe_exec_nan_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const auto sm = run_numprobe("softmax --vocab 1025 --rows 3 --backend \"exec:'" + python() + "' '" +
+                               source_path("tests/providers/adapters/broken_softmax_adapter.py") +
+                               "' nan {in}\" --json " + dir + "/sm.json");
+  EXPECT_EQ(sm.exit_code, 1) << sm.out << sm.err;
+  EXPECT_EQ(read_json(dir + "/sm.json")["exit_code"], 1);
+  const auto q = run_numprobe("quant --scheme fp8-act1x128 --shape 130x300 --backend \"exec:'" + python() + "' '" +
+                              source_path("tests/providers/adapters/broken_quant_adapter.py") +
+                              "' nan {in}\" --json " + dir + "/q.json");
+  EXPECT_EQ(q.exit_code, 1) << q.out << q.err;
+  EXPECT_EQ(read_json(dir + "/q.json")["exit_code"], 1);
   std::filesystem::remove_all(dir);
 }
 

@@ -115,3 +115,20 @@ INSTANTIATE_TEST_SUITE_P(cases, cli_softmax_bad_input,
                                            bad_input{"softmax --vocab 100 --case 'softmax(V=x)'", 2, "V"}));
 
 }  // namespace
+
+// Issue 27 item 4: softmax gates on ratio_to_naive<=2 by default, with the fp32 noise floor so
+// that a healthy fp32 kernel whose summation order differs from the naive one still passes.
+TEST(cli_softmax, default_gate_passes_healthy_fp32_and_fails_a_bf16_running_sum) {
+  for (const char* args : {"--chunk 256 --dist diffuse", "--chunk 4096 --dist normal", "--exp2 --dist max-first"}) {
+    const auto r = run_numprobe(std::string("softmax --backend emu --vocab 200000 --rows 2 ") + args + " --json -");
+    EXPECT_EQ(r.exit_code, 0) << args << r.out << r.err;
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_TRUE(j["checks"][0]["gates"].back().value("default", false)) << r.out;
+  }
+  const auto bad = run_numprobe("softmax --backend emu --vocab 32000 --rows 2 --state l=bf16");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.out.find("default gate"), std::string::npos) << bad.out;
+  const auto off = run_numprobe("softmax --backend emu --vocab 32000 --rows 2 --state l=bf16 --no-default-bound");
+  EXPECT_EQ(off.exit_code, 0) << off.out << off.err;
+}

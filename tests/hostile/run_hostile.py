@@ -137,6 +137,97 @@ def make_fixtures(t):
     write(os.path.join(t, "garbage_out", "journal.jsonl"), b"\x01\x02garbage\n")
     write(os.path.join(t, "result_garbage.json"), "not json")
     write(os.path.join(t, "result_other.json"), json.dumps({"tool": "other"}))
+    make_release_fixtures(t)
+
+
+def f16(values):
+    return struct.pack("<%de" % len(values), *values)
+
+
+def awq_weight(prefix, out, inn, groups, scales):
+    """AWQ GEMM tensors of one weight [out, inn]: nibbles 0..7 in every word, zeros 8."""
+    words = out // 8
+    return {prefix + ".qweight": ("I32", [inn, words], struct.pack("<%dI" % (inn * words), *([0x76543210] * (inn * words)))),
+            prefix + ".qzeros": ("I32", [groups, words], struct.pack("<%dI" % (groups * words), *([0x88888888] * (groups * words)))),
+            prefix + ".scales": ("F16", [groups, out], f16(scales))}
+
+
+def release_dir(t, name, tensors, config=None):
+    d = os.path.join(t, name)
+    os.makedirs(d)
+    write(os.path.join(d, "model.safetensors"), safetensors(tensors))
+    if config is not None:
+        write(os.path.join(d, "config.json"), json.dumps({"quantization_config": config}))
+    return d
+
+
+def make_release_fixtures(t):
+    """Releases, originals and --identify folders for cases_release.txt (issue 27 item 6)."""
+    awq_cfg = {"quant_method": "awq", "version": "gemm", "bits": 4, "group_size": 32, "zero_point": True}
+    ok_scales = [0.01 * (1 + (i % 5)) for i in range(2 * 16)]
+    nan_scales = list(ok_scales)
+    nan_scales[21] = float("nan")
+    norm = {"model.norm.weight": ("F32", [16], f32([1.0] * 16))}
+
+    def layers(n, nan_layer=None):
+        ts = dict(norm)
+        for k in range(n):
+            ts.update(awq_weight("model.layers.%d.mlp.up_proj" % k, 16, 64, 2,
+                                 nan_scales if k == nan_layer else ok_scales))
+        return ts
+    release_dir(t, "awq_ok", layers(2), awq_cfg)
+    release_dir(t, "awq_nan", layers(2, nan_layer=1), awq_cfg)
+    release_dir(t, "awq_nan_last", layers(8, nan_layer=7), awq_cfg)
+    # Side files that are folders, not JSON files.
+    d = release_dir(t, "cfg_is_dir", layers(1))
+    os.makedirs(os.path.join(d, "config.json"))
+    d = release_dir(t, "hfq_is_dir", layers(1))
+    os.makedirs(os.path.join(d, "hf_quant_config.json"))
+    d = release_dir(t, "index_is_dir", layers(1), awq_cfg)
+    os.makedirs(os.path.join(d, "model.safetensors.index.json"))
+    # Originals of awq_ok's [16, 64] weights that are not that weight.
+    w = [((i * 13) % 29 - 14) / 100.0 for i in range(16 * 64)]
+    names = ["model.layers.%d.mlp.up_proj.weight" % k for k in range(2)]
+    write(os.path.join(t, "orig_ok.safetensors"), safetensors({n: ("F32", [16, 64], f32(w)) for n in names}))
+    write(os.path.join(t, "orig_transposed.safetensors"), safetensors({n: ("F32", [64, 16], f32(w)) for n in names}))
+    write(os.path.join(t, "orig_flat.safetensors"), safetensors({n: ("F32", [1024], f32(w)) for n in names}))
+    write(os.path.join(t, "orig_i32.safetensors"),
+          safetensors({n: ("I32", [16, 64], struct.pack("<1024i", *range(1024))) for n in names}))
+    write(os.path.join(t, "orig_e4m3.safetensors"), safetensors({n: ("F8_E4M3", [16, 64], b"\x38" * 1024) for n in names}))
+    # ModelOpt NVFP4: layer 0 packed uint8 codes, layer 1 the weight stored as F32 (or I8) beside
+    # its e4m3 block scales and weight_scale_2.
+    def nvfp4(prefix, wdtype, wbytes):
+        return {prefix + ".weight": (wdtype, [16, 16] if wdtype == "U8" else [16, 32], wbytes),
+                prefix + ".weight_scale": ("F8_E4M3", [16, 2], b"\x38" * 32),
+                prefix + ".weight_scale_2": ("F32", [], f32([0.01]))}
+    # Eight NVFP4 weights in as many shards; the last one's block scale 0x7F is an e4m3 NaN.
+    ts = dict(norm)
+    for k in range(8):
+        ts.update(nvfp4("model.layers.%d.mlp.up_proj" % k, "U8", b"\x21" * 256))
+    ts["model.layers.7.mlp.up_proj.weight_scale"] = ("F8_E4M3", [16, 2], b"\x38" * 31 + b"\x7f")
+    release_dir(t, "nvfp4_nan_last", ts)
+    os.makedirs(os.path.join(t, "empty_out"))  # an existing empty --write folder
+    for tag, wd, wb in (("f32w", "F32", f32([0.5] * 512)), ("i8w", "I8", b"\x01" * 512)):
+        ts = dict(norm)
+        ts.update(nvfp4("model.layers.0.mlp.up_proj", "U8", b"\x21" * 256))
+        ts.update(nvfp4("model.layers.1.mlp.up_proj", wd, wb))
+        release_dir(t, "nvfp4_" + tag, ts)
+    # quant --identify: a constant input (every element 1.0, 32x128): mxfp4 codes are all 6 (4.0
+    # under the shared exponent 2^-2), mxfp8's all 0x70 (256 x 2^-8 ... see the case).
+    write(os.path.join(t, "ones.npy"), npy("<f4", (32, 128), f32([1.0] * 4096)))
+    def ident(name, codes, scales=None):
+        d = os.path.join(t, name)
+        os.makedirs(d)
+        write(os.path.join(d, "codes.npy"), codes)
+        if scales is not None:
+            write(os.path.join(d, "scales.npy"), scales)
+    ident("id_ok", npy("|u1", (32, 128), b"\x06" * 4096))
+    ident("id_transposed", npy("|u1", (128, 32), b"\x06" * 4096))
+    ident("id_flat", npy("|u1", (4096,), b"\x06" * 4096))
+    ident("id_ff", npy("|u1", (32, 128), b"\xff" * 4096))
+    ident("id_300", npy("<u2", (32, 128), struct.pack("<4096H", *([300] * 4096))))
+    ident("id_bool", npy("|b1", (32, 128), b"\x01" * 4096))
+    ident("id_i32scales", npy("|u1", (32, 128), b"\x06" * 4096), npy("<i4", (32, 4), struct.pack("<128i", *([125] * 128))))
 
 
 def main():

@@ -140,6 +140,15 @@ std::vector<malformed_case> st_cases() {
     test::append_le(b, ~std::uint64_t{0}, 8);
     c.push_back({"header_length_max_u64", b, "exceeds the bound"});
   }
+  {  // a .npy array where a .safetensors file is expected (--against, --act-stats)
+    std::vector<std::byte> b;
+    test::append(b, "\x93NUMPY");
+    b.push_back(std::byte{1});
+    b.push_back(std::byte{0});
+    test::append_le(b, 118, 2);
+    test::append(b, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }");
+    c.push_back({"npy_magic", b, "not a .safetensors file: it starts with the .npy magic"});
+  }
   c.push_back({"not_utf8", st_image("{\"\xc3\x28\":1}", 0), "not valid UTF-8"});
   c.push_back({"overlong_utf8", st_image("{\"\xc0\xaf\":1}", 0), "not valid UTF-8"});
   c.push_back({"not_json", st_image("{\"t\": {", 0), "not valid JSON"});

@@ -454,7 +454,27 @@ TEST_F(release_float, every_malformed_case_is_exit_2_naming_the_tensor) {
     b.f32("l.weight_scale_2", {}, {1.0f});
     expect_malformed(dir, b, mo, "l.weight_scale", "NaN");
   }
+  {  // an NVFP4 weight stored as F32 or int8 beside its e4m3 block scales: refused, not passed
+     // through with orphan scales (issue 27 item 6)
+    for (const auto d : {dtype::m_f32, dtype::m_i8}) {
+      builder b;
+      c.modelopt(b, "good");
+      b.bytes("l.weight", d, {5, d == dtype::m_f32 ? 10u : 40u}, u8v(200, 0x3C));
+      b.bytes("l.weight_scale", dtype::m_e4m3fn, {5, 3}, c.scale);
+      b.f32("l.weight_scale_2", {}, {1.0f});
+      expect_malformed(dir, b, mo, "l.weight", "packed uint8 fp4 codes");
+    }
+  }
   const json ct = ct_config("nvfp4-pack-quantized");
+  {  // compressed-tensors: block scales beside a weight that is not packed
+    builder b;
+    b.bytes("good.weight_packed", dtype::m_u8, {5, 20}, pack(c.nib));
+    b.bytes("good.weight_scale", dtype::m_e4m3fn, {5, 3}, c.scale);
+    b.f32("good.weight_global_scale", {1}, {100.0f});
+    b.bytes("l.weight", dtype::m_f32, {5, 10}, u8v(200, 0x3C));
+    b.bytes("l.weight_scale", dtype::m_e4m3fn, {5, 3}, c.scale);
+    expect_malformed(dir, b, ct, "l.weight", "weight_packed");
+  }
   {  // missing global scale; odd K and packed size mismatch from weight_shape
     builder b;
     b.bytes("l.weight_packed", dtype::m_u8, {5, 20}, pack(c.nib));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,51 @@ TEST(QuantIdentify, WrongShapeAndMissingFilesAreInputErrors) {
     EXPECT_EQ(e.code(), np::exit_code::m_input);
     EXPECT_NE(std::string(e.what()).find("codes.npy"), std::string::npos) << e.what();
   }
+  fs::remove_all(d);
+}
+
+// Malformed codes or scales are input errors naming the file, never "no match" (exit 1) or a
+// match found by comparing other elements (issue 27 item 6): a transposed or flattened array of
+// the right count, a code the format does not have, bool codes, int32 or wrongly shaped scales.
+TEST(QuantIdentify, MalformedCodesAndScalesAreInputErrorsNamingTheFile) {
+  const auto base = ties_report();
+  const fs::path d = fs::temp_directory_path() / ("numprobe_identify_malformed" + std::to_string(::getpid()));
+  const auto expect_refused = [&](const std::string& file, const std::string& what) {
+    try {
+      (void)np::probes::run_identify(base, d.string());
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const np::error& e) {
+      EXPECT_EQ(e.code(), np::exit_code::m_input);
+      EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  const auto n = static_cast<std::size_t>(k_rows * k_cols);
+  const auto fresh = [&] {
+    fs::remove_all(d);
+    fs::create_directories(d);
+  };
+  fresh();
+  np::io::write_npy(d / "codes.npy", std::vector<std::uint64_t>{k_cols, k_rows}, std::vector<std::uint8_t>(n, 1));
+  expect_refused("codes.npy", "needs codes of shape [48, 80]");
+  fresh();
+  np::io::write_npy(d / "codes.npy", std::vector<std::uint64_t>{n}, std::vector<std::uint8_t>(n, 1));
+  expect_refused("codes.npy", "needs codes of shape [48, 80]");
+  fresh();
+  np::io::write_npy(d / "codes.npy", std::vector<std::uint64_t>{k_rows, k_cols}, std::vector<std::uint8_t>(n, 0xFF));
+  expect_refused("codes.npy", "is not a code of e2m1");
+  fresh();
+  std::vector<std::byte> flags(n, std::byte{1});
+  np::io::write_npy(d / "codes.npy", std::vector<std::uint64_t>{k_rows, k_cols}, np::io::dtype::m_bool, flags);
+  expect_refused("codes.npy", "a bool array");
+  fresh();
+  np::io::write_npy(d / "codes.npy", std::vector<std::uint64_t>{k_rows, k_cols}, std::vector<std::uint8_t>(n, 1));
+  const std::vector<std::int32_t> int_scales(static_cast<std::size_t>(k_rows * 5), 0x38);
+  np::io::write_npy(d / "scales.npy", std::vector<std::uint64_t>{k_rows, 5}, np::io::dtype::m_i32,
+                    std::as_bytes(std::span<const std::int32_t>(int_scales)));
+  expect_refused("scales.npy", "dtype i32");
+  np::io::write_npy(d / "scales.npy", std::vector<std::uint64_t>{5, k_rows}, std::vector<std::uint8_t>(k_rows * 5, 0x38));
+  expect_refused("scales.npy", "the block grid is 48x5");
   fs::remove_all(d);
 }
 

@@ -10,11 +10,13 @@
 #include <fstream>
 #include <algorithm>
 #include <random>
+#include <limits>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "numprobe/base/error.hpp"
+#include "numprobe/core/bound.hpp"
 #include "numprobe/formats/conventions.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/scheme.hpp"
@@ -303,6 +305,102 @@ TEST(convert, refuses_unsafe_targets_and_layouts_by_name) {
   EXPECT_EQ(report.tensors.size(), 3u);
   EXPECT_GT(report.tensors[0].added.sqnr_db, 10.0);  // e4m3 blocks hold NVFP4's values closely
   (void)r;
+}
+
+// An AWQ GEMM release of two [16, 64] weights (groups of 32), the second with scale `bad` in one
+// group: a NaN f16 scale decodes to 32 NaN weights (docs/checkpoints.md, AWQ).
+void make_awq_release(const fs::path& out, double bad) {
+  fs::create_directories(out);
+  const auto f16 = [](double v) { return static_cast<std::uint16_t>(nf::encode(nf::format_id::m_f16, v)); };
+  static std::vector<std::uint32_t> qweight(64 * 2, 0x76543210u), qzeros(2 * 2, 0x88888888u);
+  std::vector<std::vector<std::uint16_t>> scales(2, std::vector<std::uint16_t>(2 * 16, f16(0.01)));
+  scales[1][21] = f16(bad);
+  std::vector<io::tensor_to_write> ts;
+  for (int w = 0; w < 2; ++w) {
+    const std::string p = "model.layers." + std::to_string(w) + ".mlp.up_proj";
+    ts.push_back({p + ".qweight", io::dtype::m_i32, {64, 2}, std::as_bytes(std::span(qweight))});
+    ts.push_back({p + ".qzeros", io::dtype::m_i32, {2, 2}, std::as_bytes(std::span(qzeros))});
+    ts.push_back({p + ".scales", io::dtype::m_f16, {2, 16}, std::as_bytes(std::span(scales[static_cast<std::size_t>(w)]))});
+  }
+  io::write_safetensors(out / "model.safetensors", std::move(ts));
+  std::ofstream(out / "config.json") << R"({"quantization_config": {"quant_method": "awq", "version": "gemm", "bits": 4}})";
+}
+
+// NaN in a release (issue 27 item 6): counted, its tensor's added error NaN (no bound holds, never
+// the inf SQNR of a NaN that dropped out of the sums); --write refuses it before creating OUT.
+TEST(convert, nan_in_the_release_holds_no_bound_and_is_never_written) {
+  const auto dir = scratch("nan");
+  make_awq_release(dir / "rel", std::numeric_limits<double>::quiet_NaN());
+  convert_options o;
+  o.release = (dir / "rel").string();
+  o.target_name = "mxfp4";
+  o.target = nf::find_scheme("mxfp4").defaults;
+  o.bounds.push_back(parse_bound("added_rel_rms<=0.5"));
+  const auto r = run_convert(o);
+  ASSERT_EQ(r.tensors.size(), 2u);
+  EXPECT_EQ(r.tensors[0].nonfinite, 0);
+  EXPECT_TRUE(std::isfinite(r.tensors[0].added.sqnr_db));
+  EXPECT_EQ(r.tensors[1].nonfinite, 32);
+  EXPECT_TRUE(std::isnan(r.tensors[1].added.sqnr_db));
+  EXPECT_TRUE(std::isnan(r.tensors[1].added.rel_rms));
+  EXPECT_EQ(r.nonfinite, 32);
+  ASSERT_EQ(r.nonfinite_tensors.size(), 1u);
+  EXPECT_EQ(r.nonfinite_tensors[0], "model.layers.1.mlp.up_proj.weight");
+  EXPECT_TRUE(std::isnan(convert_metric(r, "added_rel_rms")));
+  EXPECT_EQ(r.breaches.size(), 1u);
+  result::check_result c;
+  fill_result(r, c);
+  EXPECT_EQ(c.outcome, result::status::m_fail);
+  o.allow_nonfinite = true;
+  o.bounds.clear();
+  result::check_result allowed;
+  fill_result(run_convert(o), allowed);
+  EXPECT_NE(allowed.outcome, result::status::m_fail);  // reported, not gated
+  o.write = (dir / "out").string();
+  try {
+    (void)run_convert(o);
+    ADD_FAILURE() << "a release with NaN was written";
+  } catch (const numprobe::error& e) {
+    EXPECT_EQ(e.code(), exit_code::m_input);
+    EXPECT_NE(std::string(e.what()).find("model.layers.1.mlp.up_proj.weight: 32 decoded weights are NaN/Inf"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+// --against must hold the weight itself: the same shape, a floating dtype (issue 27 item 6).
+TEST(convert, an_original_of_another_shape_or_dtype_is_refused_by_name) {
+  const auto dir = scratch("against");
+  make_awq_release(dir / "rel", 0.02);
+  std::vector<float> w(16 * 64, 0.01f);
+  std::vector<std::int32_t> ints(16 * 64, 1);
+  const std::string name = "model.layers.0.mlp.up_proj.weight";
+  io::write_safetensors(dir / "t.safetensors", {io::tensor_of(name, {64, 16}, w)});
+  io::write_safetensors(dir / "i.safetensors",
+                        {{name, io::dtype::m_i32, {16, 64}, std::as_bytes(std::span<const std::int32_t>(ints))}});
+  io::write_safetensors(dir / "ok.safetensors", {io::tensor_of(name, {16, 64}, w)});
+  convert_options o;
+  o.release = (dir / "rel").string();
+  o.target_name = "mxfp4";
+  o.target = nf::find_scheme("mxfp4").defaults;
+  for (const auto& [file, what] : {std::pair<std::string, std::string>{"t.safetensors", "shape [64, 16] (f32)"},
+                                   {"i.safetensors", "dtype i32"}}) {
+    o.against = (dir / file).string();
+    try {
+      (void)run_convert(o);
+      ADD_FAILURE() << file << " accepted";
+    } catch (const numprobe::error& e) {
+      EXPECT_NE(std::string(e.what()).find(file + ":" + name + ": " + what), std::string::npos) << e.what();
+    }
+    release_scan_options so;
+    so.release = o.release;
+    so.against = o.against;
+    EXPECT_THROW((void)run_release_scan(so), numprobe::error) << file;
+  }
+  o.against = (dir / "ok.safetensors").string();
+  const auto r = run_convert(o);
+  EXPECT_TRUE(r.tensors[0].release_vs_original.has_value());
 }
 
 }  // namespace

@@ -171,6 +171,18 @@ TEST(exec_softmax, fully_masked_rows_and_probabilities_only) {
   EXPECT_GT(p.kernel.lse_max_abs, 0.0);
 }
 
+// Issue 27 item 5: NaN in a candidate's output is the kernel's answer, a finding (the probe counts
+// it; the command exits 1 with its report), not a protocol error.
+TEST(exec_softmax, nan_in_the_output_is_counted_not_an_error) {
+  if (!have_numpy()) GTEST_SKIP() << "python3 with numpy not available";
+  temp_scope tmp("softmax_nan");
+  const auto p = run_softmax_exec(script("tests/providers/adapters/broken_softmax_adapter.py", "nan {in}"),
+                                  small_softmax(), 2.0);
+  EXPECT_EQ(p.kernel.nan_count, 1);
+  EXPECT_TRUE(p.nonfinite());
+  EXPECT_EQ(count_entries(tmp.dir), 0u);
+}
+
 TEST(exec_softmax, broken_adapters_give_one_line_backend_errors) {
   if (!have_numpy()) GTEST_SKIP() << "python3 with numpy not available";
   temp_scope tmp("softmax_broken");
@@ -179,8 +191,7 @@ TEST(exec_softmax, broken_adapters_give_one_line_backend_errors) {
     const char* says;
   } cases[] = {{"crash", "exited with status 5"},       {"hang", "timed out"},
                {"wrong_shape", "shape [3, 1024]"},      {"wrong_dtype", "dtype i32"},
-               {"nan", "NaN at row 1, entry 7"},        {"garbage", "not a readable .npy"},
-               {"missing", "neither y.npy"}};
+               {"garbage", "not a readable .npy"},      {"missing", "neither y.npy"}};
   for (const auto& bc : cases) {
     const std::string backend =
         script("tests/providers/adapters/broken_softmax_adapter.py", std::string(bc.mode) + " {in}");
@@ -198,7 +209,7 @@ TEST(exec_softmax, broken_adapters_give_one_line_backend_errors) {
   }
   // --keep keeps the directory and names it.
   try {
-    (void)run_softmax_exec(script("tests/providers/adapters/broken_softmax_adapter.py", "nan {in}"),
+    (void)run_softmax_exec(script("tests/providers/adapters/broken_softmax_adapter.py", "wrong_shape {in}"),
                            small_softmax(), 10.0, true);
     ADD_FAILURE() << "no error";
   } catch (const error& e) {
@@ -284,6 +295,20 @@ TEST(exec_quant, a_wrong_code_is_a_listed_mismatch_not_an_error) {
   ASSERT_EQ(r.breaches.size(), 1u);
 }
 
+TEST(exec_quant, a_nan_scale_is_a_finding_not_an_error) {
+  if (!have_ml_dtypes()) GTEST_SKIP() << "python3 with numpy and ml_dtypes not available";
+  temp_scope tmp("quant_nan");
+  auto o = quant_options("fp8-act1x128", script("tests/providers/adapters/broken_quant_adapter.py", "nan {in}"));
+  o.exec_timeout_s = 10.0;
+  const auto r = probes::run_quant(o);
+  EXPECT_EQ(r.device_check["nonfinite"].get<std::int64_t>(), 1) << r.device_check.dump();
+  EXPECT_EQ(r.device_check["scale_mismatches"].get<std::int64_t>(), 1) << r.device_check.dump();
+  bool named = false;
+  for (const auto& b : r.breaches) named |= b.bound.rfind("nonfinite", 0) == 0;
+  EXPECT_TRUE(named);
+  EXPECT_EQ(count_entries(tmp.dir), 0u);
+}
+
 TEST(exec_quant, broken_adapters_give_one_line_backend_errors) {
   if (!have_ml_dtypes()) GTEST_SKIP() << "python3 with numpy and ml_dtypes not available";
   temp_scope tmp("quant_broken");
@@ -292,7 +317,7 @@ TEST(exec_quant, broken_adapters_give_one_line_backend_errors) {
     const char* says;
   } cases[] = {{"crash", "exited with status 9"},     {"hang", "timed out"},
                {"wrong_shape", "codes.npy: shape [130, 299]"},
-               {"wrong_dtype", "codes.npy: dtype i32"}, {"nan", "NaN scale at block 0"},
+               {"wrong_dtype", "codes.npy: dtype i32"},
                {"garbage", "not a readable .npy"},      {"missing", "the kernel wrote no scales.npy"}};
   for (const auto& bc : cases) {
     auto o = quant_options("fp8-act1x128", script("tests/providers/adapters/broken_quant_adapter.py",

@@ -78,6 +78,7 @@ struct scenario_case {
   std::string args;  // after the binary; backend paths substituted by the test
   std::string env;   // NAME=VALUE for the misbehaving plugin, or ""
   bool run = false;  // a `run` with --out: check the partial report
+  bool report = false;  // attention/drift/audit with --json @OUT@/report.json: the partial report
 };
 
 struct signal_case {
@@ -99,6 +100,7 @@ TEST_P(Interrupt, KillsTheGroupRemovesTempFoldersAndExits128PlusSignal) {
   fs::remove_all(root);
   const fs::path tmp = root / "tmp", out = root / "out";
   fs::create_directories(tmp);
+  if (what.report) fs::create_directories(out);
   if (what.run)
     std::ofstream(root / "stuck.toml")
         << "[defaults]\nseq = 64\nheads = 2\nkv_heads = 1\nhead_dim = 16\n"
@@ -184,6 +186,16 @@ TEST_P(Interrupt, KillsTheGroupRemovesTempFoldersAndExits128PlusSignal) {
     EXPECT_EQ(j["checks"][0]["name"], "finished-first");
     EXPECT_TRUE(fs::exists(out / "journal.jsonl"));
   }
+  if (what.report) {
+    // Issue 27 item 5: attention, drift and audit write what they measured before the signal.
+    std::ifstream report(out / "report.json");
+    ASSERT_TRUE(report.good()) << "no report.json after the interrupt; stderr: " << err.str();
+    const auto j = nlohmann::json::parse(report);
+    EXPECT_EQ(j["incomplete"], true) << j.dump().substr(0, 600);
+    EXPECT_EQ(j["signal"], sig);
+    EXPECT_EQ(j["exit_code"], 128 + sig);
+    EXPECT_NE(j["checks"][0]["message"].get<std::string>().find("INCOMPLETE"), std::string::npos);
+  }
   fs::remove_all(root);
 }
 
@@ -200,6 +212,12 @@ std::vector<signal_case> cases() {
       {"exec_worker", k_case + "--backend 'exec-worker:sleep 1002'", ""},
       {"plugin_worker", k_case + "--backend plugin:" NUMPROBE_MISBEHAVING_PLUGIN, "NUMPROBE_TEST_MISBEHAVE=loop"},
       {"run_exec", scenario_args(), "", true},
+      {"attention_report", k_case + "--backend \"exec:sh -c 'sleep 1002' {in}\" --json @OUT@/report.json", "", false,
+       true},
+      {"drift_report", "drift --seq 64..200 --heads 2 --kv-heads 1 --head-dim 16 --points 64,65 "
+                       "--backend \"exec:sh -c 'sleep 1002' {in}\" --json @OUT@/report.json", "", false, true},
+      {"audit_report", "audit --quick --seq 256 --heads 2 --kv-heads 1 --head-dim 16 --tile 64x64 "
+                       "--backend \"exec:sh -c 'sleep 1002' {in}\" --json @OUT@/report.json", "", false, true},
   };
   std::vector<signal_case> out;
   for (const auto& w : what)

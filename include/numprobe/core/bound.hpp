@@ -13,6 +13,7 @@ struct bound {
   bound_op op = bound_op::m_le;
   double value = 0.0;
   std::string basis;  // why this number (shown in reports)
+  bool is_default = false;  // the command's own gate, applied because no --bound was given
 
   // NaN never holds; +inf holds only for >= / > bounds.
   [[nodiscard]] bool holds(double measured) const;

@@ -35,6 +35,7 @@ struct gate {
   bool held = false;
   std::string basis;      // why the threshold is what it is (shown next to it)
   std::string case_id;    // the case that produced the measurement
+  bool is_default = false;  // the command's default gate (no --bound given; --no-default-bound drops it)
 };
 
 struct series {
