@@ -222,6 +222,13 @@ kvcache_result run_kvcache(const kvcache_options& o) {
   c.mask = mask_kind::m_none;
   if (c.queries < 1) c.queries = 1;
   c.validate();
+  // Before any allocation: K and V in double four times (the rounded inputs and the
+  // outlier-scaled copies) and one configuration's quantized cache (a double and a clip flag per
+  // element, for K and V). config_threads() then runs as many configurations at once as fit.
+  const double elems = static_cast<double>(S) * static_cast<double>(c.kv_heads) * static_cast<double>(c.head_dim);
+  check_memory(elems > 1e9 && S < 1000000 ? "--kv-heads/--head-dim" : "--seq",
+               fmt::format("a {}-token cache of {} KV heads x D={}", S, c.kv_heads, c.head_dim),
+               elems * (4.0 * sizeof(double) + 2.0 * (sizeof(double) + 1.0)));
   r.context = S;
   r.calib_tokens = o.calib == 0 ? S : std::min(o.calib, S);
   r.outlier_positions = kv_outlier_positions(o, S);

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "numprobe/base/error.hpp"
+#include "numprobe/core/memory_budget.hpp"
 #include "probes/point/attention_probe.hpp"  // json_number
 #include "probes/softmax/softmax_probe.hpp"
 #include "src/cli/case_options.hpp"
@@ -105,6 +106,11 @@ void setup_softmax(CLI::App& app) {
     const std::int64_t hi = sweep ? parse_positive(f->vocab.substr(dots + 2), "--vocab") : lo;
     if (hi < lo) throw_input_error("--vocab", fmt::format("need A <= B in A..B, got {}..{}", lo, hi));
     const softmax_case c = make_softmax_case(*f, hi);  // validates the flags at the longest row
+    // Before any allocation: per entry, the logits (rounded, and exact for the end-to-end
+    // reference) and p and log p in double for the candidate, the reference, the naive baseline
+    // and the end-to-end reference.
+    check_memory("--rows/--vocab", fmt::format("{} rows x {} entries", c.rows, hi),
+                 static_cast<double>(c.rows) * static_cast<double>(hi) * (f->no_e2e ? 56.0 : 80.0));
     std::vector<bound> bounds;
     for (const auto& b : f->bounds) bounds.push_back(parse_bound(b));
     if (bounds.empty() && !f->no_default_bound) bounds.push_back(probes::default_softmax_bound());
