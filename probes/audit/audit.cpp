@@ -197,7 +197,10 @@ void fill_result(const audit_result& r, result::check_result& out) {
   out.case_id = r.base_case;
   out.seconds = r.seconds;
   const auto failing = failing_classes(r.classes);
-  out.message = fmt::format("tile {}x{} ({}); {}", r.tile_q, r.tile_k, r.tile_source,
+  // An unknown tile is "unknown (common sizes)", not "tile 0x0".
+  const std::string tile = r.tile_k > 0 ? fmt::format("tile {}x{} ({})", r.tile_q, r.tile_k, r.tile_source)
+                                        : fmt::format("tile unknown (probes laid out for {})", r.tile_source);
+  out.message = fmt::format("{}; {}", tile,
                             r.healthy ? "healthy"
                                       : fmt::format("baseline {}{}, {} class(es) fail, {} case(s) errored",
                                                     r.baseline.verdict,

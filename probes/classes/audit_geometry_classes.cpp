@@ -49,9 +49,12 @@ audit_class mask_geometry(runner& r, const attention_case& base, const layout& L
   std::size_t measured_n = 0;
   for (const auto& p : probes) measured_n += p.ok();
   if (!fail)
-    k.evidence.push_back(judged ? fmt::format("{} of {} mask probes measured, and they hold as the control does: {}",
-                                              measured_n, probes.size(), r.describe(control))
-                                : fmt::format("the control must hold for a contrast: {}", r.describe(control)));
+    k.evidence.push_back(!judged ? fmt::format("the control must hold for a contrast: {}", r.describe(control))
+                         : control.failed()
+                             ? fmt::format("{} of {} mask probes measured, but the control breaks the bound too, so "
+                                           "they show no contrast: {}", measured_n, probes.size(), r.describe(control))
+                             : fmt::format("{} of {} mask probes measured, and they hold as the control does: {}",
+                                           measured_n, probes.size(), r.describe(control)));
   verdict(k, fail, judged);
   return k;
 }

@@ -24,6 +24,9 @@ audit_class accumulation(runner& r, const attention_case& base, const layout& L)
   if (!L.quick)  // half-octave points: more lengths for the fit where the tile allows them
     for (std::int64_t n = 181; n < hi; n *= 2) lens.insert(L.quiet(n));
   lens.insert(L.quiet(hi));
+  // A slope needs 3 lengths: with an unknown tile the quiet lengths are multiples of 768, and a
+  // short --seq leaves 2 of them; extend by doublings.
+  while (lens.size() < 3) lens.insert(L.quiet(*lens.rbegin() * 2));
   std::vector<double> xs, ratio, rel;
   std::vector<measured> pts;
   for (std::int64_t s : lens) {
@@ -55,11 +58,18 @@ audit_class accumulation(runner& r, const attention_case& base, const layout& L)
   const bool steady = std::isfinite(g.slope) && g.slope >= 0.25 && g.slope - 3.0 * g.slope_stderr > 0 && rise >= 2.0;
   const bool grows = (rise >= 4.0 && std::isfinite(g.slope) && g.slope > 0) || steady;
   const bool fail = comparable && longest.failed() && grows;
+  // A slope needs 3 measured lengths; with fewer, say so rather than print "nan +- nan".
+  const std::string slope = std::isfinite(g.slope)
+                                ? fmt::format("log-log ratio slope {:.2f} +- {:.2f} over {} lengths", g.slope,
+                                              g.slope_stderr, xs.size())
+                                : fmt::format("no slope ({} measured length{}, 3 needed)", xs.size(),
+                                              xs.size() == 1 ? "" : "s");
   k.evidence.push_back(fmt::format("diffuse rows S={}..{}: ratio_to_naive {:.3g} -> {:.3g} (x{:.3g}), rel_rms x{:.3g}, "
-                                   "log-log ratio slope {:.2f} +- {:.2f} over {} lengths: {}", *lens.begin(),
-                                   *lens.rbegin(), shortest.step.ratio_to_naive, longest.step.ratio_to_naive, rise_ratio,
-                                   rise_rel, g.slope, g.slope_stderr, xs.size(),
-                                   grows ? "the error grows with length" : "no growth with length"));
+                                   "{}: {}", *lens.begin(), *lens.rbegin(), shortest.step.ratio_to_naive,
+                                   longest.step.ratio_to_naive, rise_ratio, rise_rel, slope,
+                                   !comparable ? "not judged (the shortest or longest did not run)"
+                                   : grows     ? "the error grows with length"
+                                               : "no growth with length"));
   k.evidence.push_back(fmt::format("longest: {}; shortest (control): {}", r.describe(longest), r.describe(shortest)));
   if (fail && r.ctx().state_knobs()) {
     attention_case c = family(base, L, longest.step.seq, input_dist::m_diffuse);
@@ -111,20 +121,30 @@ audit_class index_threshold(runner& r, const attention_case& base, const layout&
 
 
 // --- paged or tail tile ---------------------------------------------------------------------
-// The smallest B whose multiples all pass while the lengths around them (k*B-1, k*B+1) fail, or
-// the reverse; 0 when the failures follow no tile.
+// The smallest B whose multiples all pass while every length off them fails ("non-multiples":
+// a partial tail tile), or only the lengths one past them (k*B+1) fail ("one-past-multiples": a
+// tail of one key), or the reverse ("multiples"); 0 when the failures follow no tile. A passing
+// non-multiple rules a B out: a tail bug at S = 64k+1 is not "non-multiples of B=8" when S = 33
+// and S = 63 pass.
 std::int64_t tail_pattern(const std::map<std::int64_t, bool>& failed, std::int64_t known_tile, std::string& pattern) {
   for (std::int64_t b = known_tile > 0 ? known_tile : 8; b <= (known_tile > 0 ? known_tile : 512); b += 8) {
-    int mult_pass = 0, mult_fail = 0, near_fail = 0, near_pass = 0, other_fail = 0;
+    int mult_pass = 0, mult_fail = 0, near_fail = 0, near_pass = 0, other_fail = 0, other_pass = 0;
+    int plus_fail = 0, plus_pass = 0, minus_pass = 0;
     for (const auto& [s, f] : failed) {
       const bool mult = s % b == 0;
-      const bool near = (s + 1) % b == 0 || (s - 1) % b == 0;
+      const bool plus = (s - 1) % b == 0, minus = (s + 1) % b == 0;
       if (mult) (f ? mult_fail : mult_pass)++;
-      else if (near) (f ? near_fail : near_pass)++;
-      else if (f) other_fail++;
+      else if (plus || minus) (f ? near_fail : near_pass)++;
+      else (f ? other_fail : other_pass)++;
+      if (!mult && plus) (f ? plus_fail : plus_pass)++;
+      if (!mult && minus && !f) minus_pass++;
     }
-    if (mult_pass >= 2 && mult_fail == 0 && near_fail >= 2) {
+    if (mult_pass >= 2 && mult_fail == 0 && near_fail >= 2 && near_pass == 0 && other_pass == 0) {
       pattern = "non-multiples";
+      return b;
+    }
+    if (mult_pass >= 2 && mult_fail == 0 && plus_fail >= 2 && plus_pass == 0 && minus_pass >= 1 && other_fail == 0) {
+      pattern = "one-past-multiples";
       return b;
     }
     if (mult_fail >= 2 && mult_pass == 0 && near_pass >= 2 && near_fail == 0 && other_fail == 0) {
@@ -165,16 +185,22 @@ audit_class tail_tile(runner& r, const attention_case& base, const layout& L) {
     std::string list;
     for (const auto& [s, f] : failed)
       if (f && list.size() < 80) list += fmt::format("{}{}", list.empty() ? "" : ",", s);
-    k.evidence.push_back(fmt::format("failures at the {} of B={} only ({} of {} lengths fail: {}); every {} of {} passes",
-                                     pattern, b, n_fail, failed.size(), list,
-                                     pattern == "non-multiples" ? "multiple" : "non-multiple", b));
+    const std::string where = pattern == "non-multiples"        ? fmt::format("every length off a multiple of B={}", b)
+                              : pattern == "one-past-multiples" ? fmt::format("the lengths k*B+1 of B={} only", b)
+                                                                : fmt::format("the multiples of B={} only", b);
+    const std::string holds = pattern == "multiples" ? fmt::format("every non-multiple of {} passes", b)
+                              : pattern == "one-past-multiples"
+                                  ? fmt::format("every multiple of {} and every k*B-1 passes", b)
+                                  : fmt::format("every multiple of {} passes", b);
+    k.evidence.push_back(fmt::format("failures at {} ({} of {} lengths fail: {}); {}", where, n_fail, failed.size(),
+                                     list, holds));
     for (const auto& p : pts)
       if (p.failed()) {
         k.evidence.push_back(fmt::format("first failing: {}", r.describe(p)));
         break;
       }
     for (const auto& p : pts)
-      if (p.passed() && p.step.seq % b == (pattern == "non-multiples" ? 0 : 1)) {
+      if (p.passed() && (pattern == "multiples" ? p.step.seq % b != 0 : p.step.seq % b == 0)) {
         k.evidence.push_back(fmt::format("contrast: {}", r.describe(p)));
         break;
       }

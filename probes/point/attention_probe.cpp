@@ -191,8 +191,11 @@ attention_point run_attention_point(attention_provider& provider, const attentio
   if (ref_exact) p.end_to_end = metrics::compare_attention(cand, *ref_exact, c.dtype);
   // A kernel exactly as good as the reference against a naive baseline that is exact too
   // (e.g. f64 inputs) has ratio 0/0: define it as 1 (no worse than the baseline).
-  if (p.naive.rel_rms > 0) p.ratio_to_naive = p.kernel.rel_rms / p.naive.rel_rms;
-  else p.ratio_to_naive = p.kernel.rel_rms > 0 ? std::numeric_limits<double>::infinity() : 1.0;
+  // An exact kernel has ratio 0 whatever the baseline: 0/0 (constant V, where the naive baseline is
+  // exact too) is no error, not a ratio of 1 that a bound below 1 would fail.
+  if (p.kernel.rel_rms == 0) p.ratio_to_naive = 0.0;
+  else if (p.naive.rel_rms > 0) p.ratio_to_naive = p.kernel.rel_rms / p.naive.rel_rms;
+  else p.ratio_to_naive = std::numeric_limits<double>::infinity();
 
   p.nonfinite = make_nonfinite_report(p.kernel, c);
   p.nonfinite.rows_unsampled = cand.outside.rows;

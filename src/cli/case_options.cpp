@@ -187,7 +187,13 @@ provider_options make_provider_options(const case_flags& f) {
     if (v > 0) o.knobs[name] = std::to_string(v);
   };
   if (f.decode) o.knobs["decode"] = "1";
-  if (f.force_rescale) o.knobs["force-rescale"] = "1";
+  if (f.force_rescale) {
+    // An emulator switch: an exec, plugin or GPU kernel's rescale cannot be forced from outside.
+    if (o.backend.rfind("emu", 0) != 0)
+      throw_input_error("--force-rescale", fmt::format("switches the emulator's rescale on every key tile; "
+                                                       "backend '{}' is not the emulator", o.backend));
+    o.knobs["force-rescale"] = "1";
+  }
   auto single = [&](const char* name, const std::vector<std::int64_t>& v) -> std::int64_t {
     if (v.size() > 1)
       throw_input_error(std::string("--") + name, "a list of values is taken by drift only");
@@ -198,7 +204,11 @@ provider_options make_provider_options(const case_flags& f) {
   positive_knob("splits", single("splits", f.splits));
   positive_knob("split-size", f.split_size);
   positive_knob("page-size", single("page-size", f.page_size));
-  positive_knob("acc-promote", f.acc_promote);
+  if (f.acc_promote) {
+    if (*f.acc_promote < 1)
+      throw_input_error("--acc-promote", fmt::format("promotes every N >= 1 key tiles, got {}", *f.acc_promote));
+    o.knobs["acc-promote"] = std::to_string(*f.acc_promote);
+  }
   if (!f.decode && (!f.splits.empty() || f.split_size || !f.page_size.empty()))
     throw_input_error(!f.splits.empty() ? "--splits" : f.split_size ? "--split-size" : "--page-size", "needs --decode");
   if (!f.kv_format.empty()) o.knobs["kv-format"] = f.kv_format;

@@ -3,6 +3,7 @@
 // the backend under test, sampling, bounds and outputs.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,7 @@ struct case_flags {
   std::string kv_scale;          // --kv-scale tensor|head|channel|token
   std::string p_format;          // --p-format e4m3fn|e4m3fnuz|e5m2
   double p_prescale = 0.0;       // --p-prescale X
-  std::int64_t acc_promote = 0;  // --acc-promote N
+  std::optional<std::int64_t> acc_promote;  // --acc-promote N (N >= 1)
   std::string max_memory;        // --max-memory SIZE (core/memory_budget.hpp)
   // The options that shape the case, to refuse them next to --case ID (which fixes the case:
   // a --seq given with it would otherwise be ignored without a word).

@@ -70,6 +70,15 @@ vendor_entries entries_for(const std::string& vendor) {
   return {};
 }
 
+// The device's count of NaN/Inf in the rows it computed but did not return.
+void take_outside(const gpu::attention_result& res, attention_output& out) {
+  out.outside.o_nan += res.outside.o_nan;
+  out.outside.o_inf += res.outside.o_inf;
+  out.outside.lse_nan += res.outside.lse_nan;
+  out.outside.lse_inf += res.outside.lse_inf;
+  out.outside.rows += res.outside.rows;
+}
+
 class gpu_attention_provider final : public attention_provider {
  public:
   gpu_attention_provider(const gpu::backend_api& api, const provider_options& o,
@@ -184,6 +193,7 @@ class gpu_attention_provider final : public attention_provider {
     const gpu::attention_result res = m_api.attention_forward(r);
     std::copy(res.o.begin(), res.o.end(), out.o.begin());
     std::copy(res.lse.begin(), res.lse.end(), out.lse.begin());
+    take_outside(res, out);
     m_last_kernel_ms = res.kernel_ms;
     return out;
   }
@@ -239,6 +249,7 @@ class gpu_attention_provider final : public attention_provider {
     const gpu::attention_result res = m_resident_api->forward(r, req, &t);
     std::copy(res.o.begin(), res.o.end(), out.o.begin());
     std::copy(res.lse.begin(), res.lse.end(), out.lse.begin());
+    take_outside(res, out);
     m_last_kernel_ms = res.kernel_ms;
     m_timing.calls += 1;
     m_timing.convert_s += convert_s;
@@ -298,6 +309,9 @@ class gpu_attention_provider final : public attention_provider {
       std::copy_n(res.o.begin() + rows[i] * hd, hd, out.o.begin() + static_cast<std::int64_t>(i) * hd);
       std::copy_n(res.lse.begin() + rows[i] * r.hq, r.hq, out.lse.begin() + static_cast<std::int64_t>(i) * r.hq);
     }
+    // Every row came back: count the non-finite values of the rows not asked for here.
+    count_unreturned_nonfinite(out, r.batch * r.t, [&](std::size_t i) { return res.o[i]; },
+                               [&](std::size_t i) { return res.lse[i]; });
     m_last_kernel_ms = res.kernel_ms;
     m_last_splits = static_cast<int>(res.split_lse.size() / std::max<std::size_t>(1, res.lse.size()));
     return out;

@@ -131,5 +131,30 @@ TEST(gpu_provider, returns_requested_rows_all_written) {
   EXPECT_EQ(again.lse, out.lse);
 }
 
+// Issue 27 item 5: NaN/Inf in rows the kernel computed but the probe did not sample are counted
+// on the device (attention_output::outside), as the plugin and exec providers count them. The
+// fault no-empty-guard makes every fully masked row NaN (exp(-inf - -inf)): 700 rows of 4 heads
+// x D = 128 in O, and 4 LSE values per row. The sampled rows see keys and stay finite.
+TEST(gpu_provider, counts_nonfinite_in_the_rows_it_did_not_return) {
+  NUMPROBE_REQUIRE_GPU();
+  attention_case c;
+  c.seq = 300;
+  c.queries = 1000;  // rows 0..699 see no key
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.mask = mask_kind::m_causal;
+  const attention_inputs in(c, false);
+  const std::vector<std::int64_t> rows{999, 700, 850};
+  const attention_output healthy = gpu_provider()->run(in, rows);
+  EXPECT_EQ(healthy.outside.rows, 0);
+  EXPECT_EQ(healthy.outside.o_nan + healthy.outside.o_inf + healthy.outside.lse_nan + healthy.outside.lse_inf, 0);
+  const attention_output bad = gpu_provider({"no-empty-guard"})->run(in, rows);
+  EXPECT_EQ(count_nan(bad), 0u) << "the sampled rows see keys";
+  EXPECT_EQ(bad.outside.rows, 700);
+  EXPECT_EQ(bad.outside.o_nan, 700 * 4 * 128);
+  EXPECT_EQ(bad.outside.lse_nan, 700 * 4);
+  EXPECT_EQ(bad.outside.o_inf + bad.outside.lse_inf, 0);
+}
+
 }  // namespace
 }  // namespace numprobe::gpu::testing

@@ -79,6 +79,12 @@ struct attention_result {
   std::vector<float> o;    // [n_rows, Hq, D]: the kernel's output in the input dtype, widened
   std::vector<float> lse;  // [n_rows, Hq]: natural log, fp32
   double kernel_ms = 0.0;  // the attention kernel alone (events)
+  // NaN/Inf in the rows that were computed but not returned, counted on the device, so a NaN
+  // outside the sampled rows is still a finding (as attention_output::outside). LSE -inf is
+  // left alone: it is right for a row that sees no key.
+  struct {
+    std::int64_t o_nan = 0, o_inf = 0, lse_nan = 0, lse_inf = 0, rows = 0;
+  } outside;
 };
 
 // Kernel facts reported to probes and reports.

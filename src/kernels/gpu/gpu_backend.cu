@@ -108,6 +108,48 @@ __global__ void gather_rows(const T* __restrict__ o, const float* __restrict__ l
   for (int e = threadIdx.x; e < hq; e += blockDim.x) lse_out[i * hq + e] = lse[r * hq + e];
 }
 
+// Marks the returned rows (rows[i]) in a per-row byte mask.
+__global__ void mark_returned_rows(const std::int64_t* __restrict__ rows, std::int64_t n_rows,
+                                   unsigned char* __restrict__ returned) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n_rows) returned[rows[i]] = 1;
+}
+
+// Counts NaN/Inf in O and NaN/+Inf in the LSE of every row not returned: counts[0..3] = O NaN,
+// O Inf, LSE NaN, LSE +Inf; counts[4] = rows with any. One block per row, grid-strided.
+template <class T>
+__global__ void count_unreturned_nonfinite(const T* __restrict__ o, const float* __restrict__ lse,
+                                           const unsigned char* __restrict__ returned, std::int64_t n,
+                                           int hd, int hq, unsigned long long* __restrict__ counts) {
+  __shared__ unsigned int c[4];
+  for (std::int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    if (returned[r]) continue;  // the same r for the whole block
+    __syncthreads();
+    if (threadIdx.x < 4) c[threadIdx.x] = 0;
+    __syncthreads();
+    unsigned int on = 0, oi = 0, ln = 0, li = 0;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+      const float x = platform::to_float(o[r * hd + e]);
+      on += isnan(x) ? 1u : 0u;
+      oi += isinf(x) ? 1u : 0u;
+    }
+    for (int e = threadIdx.x; e < hq; e += blockDim.x) {
+      const float x = lse[r * hq + e];
+      ln += isnan(x) ? 1u : 0u;
+      li += (isinf(x) && x > 0.f) ? 1u : 0u;
+    }
+    if (on) atomicAdd(&c[0], on);
+    if (oi) atomicAdd(&c[1], oi);
+    if (ln) atomicAdd(&c[2], ln);
+    if (li) atomicAdd(&c[3], li);
+    __syncthreads();
+    if (threadIdx.x == 0 && c[0] + c[1] + c[2] + c[3] > 0) {
+      for (int k = 0; k < 4; ++k) atomicAdd(&counts[k], static_cast<unsigned long long>(c[k]));
+      atomicAdd(&counts[4], 1ull);
+    }
+  }
+}
+
 int device_count_impl() {
   int n = 0;
   if (NUMPROBE_GPU_API(GetDeviceCount)(&n) != platform::success) {
@@ -281,6 +323,28 @@ attention_result run_on_device(const attention_request& r, const T* q, const T* 
   }
   attention_result out;
   out.kernel_ms = ms;
+  const std::int64_t all_rows = r.batch * r.t;
+  if (r.n_rows < all_rows) {
+    device_buffer returned(static_cast<std::size_t>(all_rows), "returned"), counts(5 * sizeof(unsigned long long), "counts");
+    NUMPROBE_GPU_CHECK(Memset, returned.as<void>(), 0, returned.bytes());
+    NUMPROBE_GPU_CHECK(Memset, counts.as<void>(), 0, counts.bytes());
+    if (r.n_rows > 0) {
+      mark_returned_rows<<<static_cast<unsigned>((r.n_rows + 255) / 256), 256>>>(
+          rows.as<std::int64_t>(), r.n_rows, returned.as<unsigned char>());
+      check_launch("mark_returned_rows");
+    }
+    count_unreturned_nonfinite<T><<<static_cast<unsigned>(std::min<std::int64_t>(all_rows, 65535)), 128>>>(
+        o.as<T>(), lse.as<float>(), returned.as<unsigned char>(), all_rows, static_cast<int>(r.hq * r.d),
+        static_cast<int>(r.hq), counts.as<unsigned long long>());
+    check_launch("count_unreturned_nonfinite");
+    unsigned long long h[5] = {};
+    NUMPROBE_GPU_CHECK(Memcpy, h, counts.as<unsigned long long>(), sizeof(h), platform::memcpy_d2h);
+    out.outside.o_nan = static_cast<std::int64_t>(h[0]);
+    out.outside.o_inf = static_cast<std::int64_t>(h[1]);
+    out.outside.lse_nan = static_cast<std::int64_t>(h[2]);
+    out.outside.lse_inf = static_cast<std::int64_t>(h[3]);
+    out.outside.rows = static_cast<std::int64_t>(h[4]);
+  }
   out.o.resize(static_cast<std::size_t>(r.n_rows * r.hq * r.d));
   out.lse.resize(static_cast<std::size_t>(r.n_rows * r.hq));
   NUMPROBE_GPU_CHECK(Memcpy, out.o.data(), o_rows.as<float>(), out.o.size() * sizeof(float),
