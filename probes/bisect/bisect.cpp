@@ -33,6 +33,39 @@ bisect_result run_bisect(const bisect_options& o) {
   r.inferred_tile = r.length.inferred;
   r.failure_found = r.length.found;
   if (!r.failure_found) {
+    // 1b. The case holds at every length: inputs that expose what its own cannot show, at the
+    // longest length. A failing family becomes the case under test (the length bisected again).
+    r.exposed.tried = true;
+    const std::int64_t hi = o.seq_hi;
+    struct exposing {
+      input_dist dist;
+      const char* why;
+    };
+    // Diffuse rows only: the class sweep below judges every other class against its control, but
+    // its accumulation rule asks for a 4x rise over the lengths, which a sum held short at the
+    // case's length may not reach (the zoo's rowsum_bf16: x1.65 from 768 to 4608 keys). Not
+    // rescale-stress: its large rising logits break an fp8 configuration's bound without a bug.
+    for (const exposing& x : {exposing{input_dist::m_diffuse, "near-uniform rows: long running sums"}}) {
+      // T = min(S, 256): the sums run along keys, and few rows keep the longest length cheap.
+      const attention_case c = family_case(base, hi, x.dist, mask_kind::m_none, ctx.decode());
+      const std::string label = fmt::format("dist={}, mask=none, T={}", to_string(x.dist), c.t());
+      r.exposed.tried_labels.push_back(label);
+      const auto out = measure(ctx, "exposing", c, ctx.base_provider(),
+                               fmt::format("{} ({}), S={}, small heads", label, x.why, hi));
+      if (!out.failed) continue;
+      ctx.trace().back().decision += ": the failure appears only under this family; bisect its length";
+      r.exposed.label = label;
+      r.exposed.case_id = c.id();
+      r.exposed.seq = hi;
+      r.exposed.step = out.step;
+      base = c;
+      r.length = bisect_length(ctx, base, o.seq_lo, o.seq_hi);
+      if (r.length.inferred.ran) r.inferred_tile = r.length.inferred;
+      r.failure_found = r.length.found;
+      break;
+    }
+  }
+  if (!r.failure_found) {
     // A case that passes at every length: the audit's family sweep (every class's probe against
     // its control) instead of stopping at "no failure" -- a finite sentinel or a GQA bug does
     // not show under the case's own inputs.
@@ -81,7 +114,8 @@ bisect_result run_bisect(const bisect_options& o) {
     r.fp8.reason = "the case quantizes no fp8 point";
   }
 
-  r.families = run_families(ctx, base, ld, tile);
+  // Diffuse rows that exposed the failure are judged where they failed.
+  r.families = run_families(ctx, base, ld, tile, r.exposed.label.empty() ? 0 : r.exposed.seq);
 
   // 3. The case under test itself at that length (small heads), for precision and mechanism.
   attention_case own = reduced_case(base);
@@ -92,19 +126,13 @@ bisect_result run_bisect(const bisect_options& o) {
   // 4. Precision bisection on a failing case, best first: the case under test, then families
   // where the rescale is quiet (max-first) or the sums are long (diffuse).
   std::vector<precision_candidate> cands;
-  auto family = [&](input_dist d) {
-    attention_case c = reduced_case(base);
-    c.seq = ld;
-    c.queries = ctx.decode() ? std::clamp<std::int64_t>(base.queries, 1, 8) : 0;
-    c.dist = d;
-    c.mask = mask_kind::m_none;
-    c.window = 0;
-    c.softcap = 0.0;
-    return c;
-  };
+  // The families' own cases (run_families), so a family's outcome is the baseline of its re-run.
+  auto family = [&](input_dist d) { return family_case(base, ld, d, mask_kind::m_none, ctx.decode()); };
   if (own_out.failed) cands.push_back({own, own_out});
   if (r.families.max_first.failed) cands.push_back({family(input_dist::m_max_first), r.families.max_first});
-  if (r.families.diffuse.failed) cands.push_back({family(input_dist::m_diffuse), r.families.diffuse});
+  if (r.families.diffuse.failed)
+    cands.push_back({family_case(base, r.families.diffuse_length, input_dist::m_diffuse, mask_kind::m_none, ctx.decode()),
+                     r.families.diffuse});
   r.precision = bisect_precision(ctx, cands);
 
   // 4c. Split-KV decode: the single-split check and the split/page sweeps, on the failing case.
@@ -140,12 +168,13 @@ bisect_result run_bisect(const bisect_options& o) {
   }
 
   // 6. With a precision culprit found, the rescale contrast again with it upgraded.
-  probe_outcome rs_fixed, mf_fixed;
+  probe_outcome rs_fixed, mf_fixed, fl_fixed;
   const bool refix = !r.precision.culprit.empty();
   if (refix) {
     const auto po = with_states_f64(ctx.base_provider(), r.precision.culprit);
     rs_fixed = measure(ctx, "family", family(input_dist::m_rescale_stress), po, "dist=rescale-stress, culprit upgraded");
     mf_fixed = measure(ctx, "family", family(input_dist::m_max_first), po, "dist=max-first, culprit upgraded");
+    fl_fixed = measure(ctx, "family", family(input_dist::m_flat), po, "dist=flat, culprit upgraded");
   }
 
   classification_inputs in;
@@ -157,10 +186,12 @@ bisect_result run_bisect(const bisect_options& o) {
   in.fp8 = &r.fp8;
   in.decode = &r.decode;
   // Evidence from the contrast without the upgrade counts as well; the upgraded re-run only adds.
-  const bool plain_rescale = r.families.rescale_stress.failed && !r.families.max_first.failed;
+  const bool plain_rescale =
+      r.families.rescale_stress.failed && !r.families.max_first.failed && !r.families.flat.failed;
   if (refix && !plain_rescale) {
     in.rescale_stress_fixed = &rs_fixed;
     in.max_first_fixed = &mf_fixed;
+    in.flat_fixed = &fl_fixed;
   }
   r.classes = classify(in);
   r.classification = classification_of(true, r.classes);

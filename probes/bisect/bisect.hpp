@@ -27,20 +27,33 @@ struct bisect_options {
   std::function<void(const bisect_step&)> on_step;
 };
 
+// A case under test that holds at every length can still fail under inputs that expose a class
+// its own inputs cannot show (near-uniform rows for a running sum held short): bisect then
+// proceeds from the first such family that fails at the longest length.
+struct exposing_family {
+  bool tried = false;          // the case under test passed everywhere and families were tried
+  std::vector<std::string> tried_labels;
+  std::string label;           // the family that failed ("" when none did)
+  std::string case_id;         // the family case at the longest length
+  std::int64_t seq = 0;
+  std::size_t step = 0;        // its trace step
+};
+
 struct bisect_result {
   std::string provider;
   nlohmann::json provider_metadata;
   std::string base_case;
   std::vector<std::string> bounds;
   bool failure_found = false;
+  exposing_family exposed;  // the failure appeared only under this family (label non-empty)
   length_result length;
   tile_inference inferred_tile;  // opaque kernels: the key tile inferred for the boundary step
   std::int64_t discrimination_length = 0;
   family_evidence families;
   precision_result precision;
   std::vector<mechanism_check> mechanisms;
-  fp8_points_result fp8;
-  decode_checks decode;   // split-KV decode cases: single split, split/page sweeps  // fp8 cases: which quantization point breaks the bound
+  fp8_points_result fp8;  // fp8 cases: which quantization point breaks the bound
+  decode_checks decode;   // split-KV decode cases: single split, split/page sweeps
   std::vector<class_finding> classes;
   // A case that passes at every length: the audit's class sweep (probe against control per
   // class); a failing class is then the classification, and bisect exits 1.

@@ -39,14 +39,23 @@ std::vector<class_finding> classify(const classification_inputs& in) {
     auto f = finding("rescale or merge frame");
     const probe_outcome& rs = in.rescale_stress_fixed ? *in.rescale_stress_fixed : F.rescale_stress;
     const probe_outcome& mf = in.max_first_fixed ? *in.max_first_fixed : F.max_first;
+    const probe_outcome& fl = in.flat_fixed ? *in.flat_fixed : F.flat;
     const std::string fixed = in.rescale_stress_fixed ? " (precision culprit upgraded)" : "";
     bool sup = false;
-    if (contrast(rs, mf)) {
+    // Both controls, as the audit's class: the max on the first key, and flat logits (the max
+    // never rises, so no rescale happens). A bug that fails flat rows as well (a reduction that
+    // drops lanes, a running sum held short) does not need a rising max.
+    if (contrast(rs, mf) && (!fl.ran || contrast(rs, fl))) {
       sup = true;
       f.evidence_for.push_back(fmt::format("rescale-stress {} against max-first {}{}: {}", err(rs), err(mf),
                                            fixed, factor_text(rs.rel_rms, mf.rel_rms)));
+      if (fl.ran) f.evidence_for.push_back(fmt::format("flat logits (no rescale) {}{}", err(fl), fixed));
     } else if (!rs.failed) {
       f.evidence_against.push_back(fmt::format("rescale-stress passes{} ({})", fixed, err(rs)));
+    } else if (contrast(rs, mf)) {
+      f.evidence_against.push_back(fmt::format("flat logits, where the max never rises, fail as well{} ({} vs "
+                                               "rescale-stress {}): not specific to a rising max",
+                                               fixed, err(fl), err(rs)));
     } else {
       f.evidence_against.push_back(fmt::format("max-first fails as well{} ({} vs {}): not specific to a rising max",
                                                fixed, err(mf), err(rs)));
@@ -105,12 +114,28 @@ std::vector<class_finding> classify(const classification_inputs& in) {
       if (acc && X.verdict != "ambiguous") sup = true;
     }
     if (F.diffuse.failed && !F.diffuse.nan) {
-      const bool grows = F.diffuse_slope > 0.5;
+      const bool grows = F.diffuse_grows || F.diffuse_slope > 0.5;
       (grows ? f.evidence_for : f.evidence_against)
-          .push_back(fmt::format("diffuse rows fail ({}), error slope vs length {:.2f} ({} 0.5)", err(F.diffuse),
-                                 F.diffuse_slope, grows ? "above" : "not above"));
-      // Without state knobs, a growing diffuse error is the evidence (and a weaker one).
-      if (!P.ran && grows) sup = true;
+          .push_back(fmt::format("diffuse rows fail ({}); from S={} to S={} the error rose x{:.3g}, rel_rms slope vs "
+                                 "length {:.2f}, ratio_to_naive slope {:.2f} +- {:.2f}: {}",
+                                 err(F.diffuse), F.diffuse_lengths.empty() ? 0 : F.diffuse_lengths.front(), F.diffuse_length,
+                                 F.diffuse_rise, F.diffuse_slope, F.diffuse_ratio_slope,
+                                 F.diffuse_ratio_slope_stderr,
+                                 grows ? "the error grows with length" : "no growth with length"));
+      // Without state knobs, a growing diffuse error is the evidence (and a weaker one), unless
+      // the diffuse rows lost their output entirely (rel_rms >= 0.5: every P ~ 1/S flushed)
+      // while the sink loses mass from the numerator only: that growth is P quantized inside the
+      // kernel (fp8 scaling). A smaller rise beside a numerator-only sink stays a candidate: an O
+      // accumulator held short drops the sink's small terms too, and from outside the two look
+      // alike (both classes are then reported).
+      const bool p_quantized = !(in.fp8 && in.fp8->ran) && !in.state_knobs && numerator_only_loss(F.sink) &&
+                               F.diffuse.rel_rms >= 0.5;
+      if (!P.ran && grows && p_quantized)
+        f.evidence_against.push_back(fmt::format("the diffuse rows lose their output (rel_rms {:.3g}) and the attention "
+                                                 "sink loses mass from the numerator only (O bias {:+.3g}, LSE exact): "
+                                                 "P flushed inside the kernel (fp8 scaling), not a running sum",
+                                                 F.diffuse.rel_rms, F.sink.bias));
+      if (!P.ran && grows && !p_quantized) sup = true;
     } else if (!F.diffuse.failed) {
       f.evidence_against.push_back(fmt::format("diffuse rows pass ({})", err(F.diffuse)));
     }
@@ -265,14 +290,68 @@ std::vector<class_finding> classify(const classification_inputs& in) {
     }
     settle(f, sup);
     out.push_back(f);
+  } else if (F.sink.ran && !in.state_knobs) {
+    // An opaque kernel without fp8 points configured: P quantized inside the kernel shows as a
+    // numerator-only loss under the attention sink (the audit's probe).
+    auto f = finding("fp8 scaling");
+    const bool sup = numerator_only_loss(F.sink);
+    (sup ? f.evidence_for : f.evidence_against)
+        .push_back(fmt::format("attention sink ({}): signed bias of O {:+.3g}, LSE max error {}: {}", err(F.sink),
+                               F.sink.bias,
+                               std::isfinite(F.sink.lse_max_abs) ? fmt::format("{:.3g} nats", F.sink.lse_max_abs)
+                                                                 : std::string("unknown (no LSE)"),
+                               sup ? "mass lost from the numerator only (P quantized for P.V, l not)"
+                                   : "no numerator-only loss"));
+    settle(f, sup);
+    out.push_back(f);
   } else {
     class_finding f{"fp8 scaling", "not tested", {}, {}};
     f.evidence_against.push_back("the case quantizes no fp8 point (kv-format, p-format, acc-promote)");
     out.push_back(f);
   }
-  for (const char* name : {"sub-byte formats", "wavefront width"}) {
-    class_finding f{name, "not tested", {}, {}};
-    f.evidence_against.push_back("bisect has no probe for this class yet (use quant / GPU comparisons)");
+  {
+    class_finding f{"sub-byte formats", "not tested", {}, {}};
+    f.evidence_against.push_back("attention kernels take no sub-byte inputs here (audit quantizers with quant)");
+    out.push_back(f);
+  }
+
+  // Wavefront width: every flat row of 33..65 keys fails (S = 64 too, a whole tile: not a tail
+  // tile) while every row of at most 32 keys holds, as the audit's class. Flat logits keep the
+  // max still, so no rescale bug passes for it.
+  {
+    auto f = finding("wavefront width");
+    bool narrow_pass = !F.narrow_rows.empty(), wide_fail = !F.wide_rows.empty();
+    const probe_outcome* first_narrow_fail = nullptr;
+    const probe_outcome* first_wide_pass = nullptr;
+    const lane_probe* at64 = nullptr;
+    for (const auto& p : F.narrow_rows) {
+      narrow_pass = narrow_pass && p.outcome.ran && !p.outcome.failed;
+      if (p.outcome.failed && !first_narrow_fail) first_narrow_fail = &p.outcome;
+    }
+    for (const auto& p : F.wide_rows) {
+      wide_fail = wide_fail && p.outcome.ran && p.outcome.failed && !p.outcome.nan;
+      if (!p.outcome.failed && !first_wide_pass) first_wide_pass = &p.outcome;
+      if (p.seq == 64) at64 = &p;
+    }
+    const bool sup = narrow_pass && wide_fail;
+    if (F.narrow_rows.empty() || F.wide_rows.empty()) {
+      f.verdict = "not tested";
+      f.evidence_against.push_back("no flat-logit rows of 16..65 keys were measured");
+    } else {
+      const probe_outcome& w = at64 ? at64->outcome : F.wide_rows.front().outcome;
+      const probe_outcome& n = F.narrow_rows.back().outcome;
+      if (sup)
+        f.evidence_for.push_back(fmt::format("flat logits: every row of 33..65 keys fails (S=64 too: not a tail tile; "
+                                             "S=64 {}) while every row of <= 32 keys holds (S=32 {})",
+                                             err(w), err(n)));
+      else if (first_narrow_fail)
+        f.evidence_against.push_back(fmt::format("flat rows of <= 32 keys fail too ({})", err(*first_narrow_fail)));
+      else
+        f.evidence_against.push_back(fmt::format("flat rows of 33..65 keys {} ({})",
+                                                 first_wide_pass ? "hold" : "fail with NaN/Inf",
+                                                 err(first_wide_pass ? *first_wide_pass : w)));
+      settle(f, sup);
+    }
     out.push_back(f);
   }
   return out;

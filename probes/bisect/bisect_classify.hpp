@@ -29,10 +29,11 @@ struct classification_inputs {
   // second fault hidden under a precision fault still shows.
   const probe_outcome* rescale_stress_fixed = nullptr;
   const probe_outcome* max_first_fixed = nullptr;
+  const probe_outcome* flat_fixed = nullptr;
   const std::vector<mechanism_check>* mechanisms = nullptr;
   bool state_knobs = false;
-  const fp8_points_result* fp8 = nullptr;
-  const decode_checks* decode = nullptr;  // split-KV decode checks  // fp8 quantization-point separation
+  const fp8_points_result* fp8 = nullptr;  // fp8 quantization-point separation
+  const decode_checks* decode = nullptr;  // split-KV decode checks
 };
 
 [[nodiscard]] std::vector<class_finding> classify(const classification_inputs& in);

@@ -102,6 +102,12 @@ nlohmann::json to_json(const bisect_result& r, bool with_seconds) {
   j["base_case"] = r.base_case;
   j["bounds"] = r.bounds;
   j["failure_found"] = r.failure_found;
+  // The family under which the failure appeared when the case under test held at every length.
+  j["exposed_by"] = r.exposed.label.empty()
+                        ? nlohmann::json(nullptr)
+                        : nlohmann::json{{"family", r.exposed.label}, {"case", r.exposed.case_id},
+                                         {"seq", r.exposed.seq}, {"step", r.exposed.step}};
+  j["exposing_families_tried"] = r.exposed.tried_labels;
   j["classification"] = r.classification;
   j["candidates"] = r.candidates;
   if (!r.precision.culprit.empty())

@@ -65,6 +65,8 @@ void add_view(const bisect_result& r, result::check_result& out) {
   v.blank();
   if (!r.failure_found) {
     v.line("result    every length tried holds the bound");
+    if (r.exposed.tried)
+      v.line(fmt::format("exposing families hold at the longest length too: {}", join_with(r.exposed.tried_labels, "; ")));
     if (r.family_sweep_ran) {
       v.line("family sweep (every class's probe against its control):");
       for (const auto& c : r.family_sweep) {
@@ -77,6 +79,10 @@ void add_view(const bisect_result& r, result::check_result& out) {
     return;
   }
   const auto& L = r.length;
+  if (!r.exposed.label.empty())
+    v.line(fmt::format("exposed by         {}: the case under test holds the bound at every length tried; the failure "
+                       "appeared only under this family (step {}, {}), and the lengths below are its own",
+                       r.exposed.label, r.exposed.step, r.exposed.case_id));
   v.line(fmt::format("first failing seq  {}{}", L.first_failing,
                      L.fails_at_lowest ? " (fails at the shortest length tried)"
                                        : fmt::format(" (passes at {})", L.last_passing)));
@@ -110,7 +116,8 @@ result::table trace_table(const std::vector<bisect_step>& steps, std::string tit
 void fill_result(const bisect_result& r, const bisect_options& o, result::check_result& out) {
   out.backend = r.provider;
   out.case_id = r.base_case;
-  out.message = fmt::format("{}: {}", r.classification, culprit_text(r));
+  out.message = fmt::format("{}: {}{}", r.classification, culprit_text(r),
+                            r.exposed.label.empty() ? "" : fmt::format(" (only under {})", r.exposed.label));
   out.metrics.push_back({"failure_found", r.failure_found ? 1.0 : 0.0, "", "int"});
   out.metrics.push_back({"first_failing_seq", static_cast<double>(r.length.first_failing), "keys", "int"});
   out.metrics.push_back({"last_passing_seq", static_cast<double>(r.length.last_passing), "keys", "int"});
@@ -119,7 +126,9 @@ void fill_result(const bisect_result& r, const bisect_options& o, result::check_
   for (const auto& b : o.bounds) gates += (gates.empty() ? "" : ", ") + b.text();
   out.gates.push_back(result::evaluate_gate(
       bound{"failure_found", bound_op::m_le, 0.0,
-            fmt::format("no length in {}..{} breaches {}", o.seq_lo, o.seq_hi, gates)},
+            fmt::format("no length in {}..{} breaches {}, under the case's own inputs or diffuse rows at the "
+                        "longest length",
+                        o.seq_lo, o.seq_hi, gates)},
       r.failure_found ? 1.0 : 0.0, r.base_case));
   out.traces.push_back(trace_table(r.trace, "bisection trace"));
   add_view(r, out);

@@ -73,6 +73,36 @@ audit_class fp8_scaling(runner& r, const attention_case& base, const layout& L) 
   } else if (!fail) {
     k.evidence.push_back("no fp8 point configured (--kv-format, --p-format): the sink probe checks for P quantized "
                          "inside the kernel");
+    // P rounded to an fp8 format without a scale (P in [0, 1] cast as is: e5m2 keeps 2 mantissa
+    // bits) loses no mass to underflow, so the sink shows no bias, yet it is wrong everywhere.
+    // When the kernel fails plain inputs, compare its error with a model of that bug: the
+    // emulator with --p-format F on the same cases. The same error (within 1.5x, on two input
+    // families) names the class; a healthy kernel never reaches this (it holds the bound).
+    const attention_case cases[] = {family(base, L, L.quiet(1024), input_dist::m_normal),
+                                    family(base, L, L.quiet(1024), input_dist::m_uniform)};
+    std::vector<measured> kern;
+    for (const auto& c : cases) kern.push_back(r.run(k, c, "plain inputs: is the error that of P in fp8?", &po));
+    const bool wrong = std::all_of(kern.begin(), kern.end(), [](const measured& m) { return m.failed() && !m.nonfinite(); });
+    for (const char* f : {"e4m3fn", "e5m2"}) {
+      if (!wrong || fail) break;
+      provider_options model;
+      model.backend = "emu";
+      model.knobs["p-format"] = f;
+      bool same = true;
+      std::string text;
+      for (std::size_t i = 0; i < kern.size(); ++i) {
+        const auto m = r.run(k, cases[i], fmt::format("model: the emulator with P rounded to {} unscaled", f), &model);
+        const double q = m.ok() && m.step.rel_rms > 0 ? kern[i].step.rel_rms / m.step.rel_rms : 0.0;
+        same = same && q >= 1.0 / 1.5 && q <= 1.5;
+        text += fmt::format("{}{}: kernel rel_rms {:.3g}, model {:.3g} (x{:.2f})", text.empty() ? "" : "; ",
+                            cases[i].id(), kern[i].step.rel_rms, m.ok() ? m.step.rel_rms : 0.0, q);
+      }
+      if (same) {
+        fail = true;
+        k.evidence.push_back(fmt::format("the kernel's error is that of P rounded to {} without a scale: {}", f, text));
+      }
+    }
+    judged = judged || std::all_of(kern.begin(), kern.end(), [](const measured& m) { return m.ok(); });
   }
   verdict(k, fail, judged);
   return k;

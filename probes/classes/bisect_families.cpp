@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "numprobe/metrics/growth_fit.hpp"
+
 namespace numprobe::probes {
 namespace {
 
@@ -15,19 +17,6 @@ std::string pass_fail(const probe_outcome& o) {
 // Decode kernels take T = 1..8 queries: family cases keep the case's T there (else T = S).
 std::int64_t family_queries(const attention_case& base, bool decode) {
   return decode ? std::clamp<std::int64_t>(base.queries, 1, 8) : 0;
-}
-
-attention_case family_case(const attention_case& base, std::int64_t length, input_dist d,
-                           mask_kind m, bool decode = false) {
-  attention_case c = reduced_case(base);
-  c.seq = length;
-  c.queries = family_queries(base, decode);
-  c.dist = d;
-  c.mask = m;
-  c.window = 0;
-  c.ranges.clear();
-  c.softcap = 0.0;
-  return c;
 }
 
 // The same visible keys as `c`, as explicit per-row ranges.
@@ -57,6 +46,24 @@ double slope_loglog(const std::vector<std::int64_t>& x, const std::vector<double
 
 }  // namespace
 
+attention_case family_case(const attention_case& base, std::int64_t length, input_dist d, mask_kind m,
+                           bool decode) {
+  attention_case c = reduced_case(base);
+  c.seq = length;
+  c.queries = family_queries(base, decode);
+  if (!decode && m == mask_kind::m_none && length > k_family_rows) c.queries = k_family_rows;
+  c.dist = d;
+  c.mask = m;
+  c.window = 0;
+  c.ranges.clear();
+  c.softcap = 0.0;
+  return c;
+}
+
+bool numerator_only_loss(const probe_outcome& o) {
+  return o.ran && !o.nan && o.bias <= -0.05 && !(o.lse_max_abs > 0.05);
+}
+
 attention_case reduced_case(const attention_case& c) {
   attention_case r = c;
   r.batch = 1;
@@ -78,12 +85,14 @@ probe_outcome measure(bisect_context& ctx, const std::string& stage, const atten
   o.ratio = s.ratio_to_naive;
   o.nan = s.nan_count;
   o.step = static_cast<std::size_t>(s.index);
+  o.bias = s.bias;
+  o.lse_max_abs = s.lse_max_abs;
   ctx.trace().back().decision = pass_fail(o);
   return o;
 }
 
 family_evidence run_families(bisect_context& ctx, const attention_case& base, std::int64_t length,
-                             std::int64_t tile) {
+                             std::int64_t tile, std::int64_t diffuse_length) {
   family_evidence e;
   e.length = length;
   e.tile = tile > 0 ? tile : 64;
@@ -102,28 +111,64 @@ family_evidence run_families(bisect_context& ctx, const attention_case& base, st
                          "dist=rescale-stress, mask=none");
   e.max_first = run(family_case(base, length, input_dist::m_max_first, mask_kind::m_none, dec),
                     "dist=max-first, mask=none");
+  e.flat = run(family_case(base, length, input_dist::m_flat, mask_kind::m_none, dec),
+               "dist=flat, mask=none (the max never rises: no rescale)");
 
   // Low-precision accumulation: near-uniform attention, long running sums.
-  e.diffuse = run(family_case(base, length, input_dist::m_diffuse, mask_kind::m_none, dec),
-                  "dist=diffuse, mask=none");
+  const std::int64_t dl = diffuse_length > 0 ? diffuse_length : length;
+  e.diffuse_length = dl;
+  e.diffuse = measure(ctx, "family", family_case(base, dl, input_dist::m_diffuse, mask_kind::m_none, dec), po,
+                      fmt::format("dist=diffuse, mask=none (S={}, small heads)", dl));
   if (e.diffuse.failed && !e.diffuse.nan) {
-    for (std::int64_t s = std::max<std::int64_t>(length / 8, e.tile); s < length; s *= 2) {
+    for (std::int64_t s = std::max<std::int64_t>(dl / 8, e.tile); s < dl; s *= 2) {
       const auto o = measure(ctx, "family", family_case(base, s, input_dist::m_diffuse, mask_kind::m_none, dec),
                              po, fmt::format("dist=diffuse, mask=none, S={} (growth)", s));
       e.diffuse_lengths.push_back(s);
       e.diffuse_errors.push_back(o.rel_rms);
       e.diffuse_ratios.push_back(o.ratio);
     }
-    e.diffuse_lengths.push_back(length);
+    e.diffuse_lengths.push_back(dl);
     e.diffuse_errors.push_back(e.diffuse.rel_rms);
     e.diffuse_ratios.push_back(e.diffuse.ratio);
     e.diffuse_slope = slope_loglog(e.diffuse_lengths, e.diffuse_errors);
     // rel_rms of diffuse rows can fall with S while the kernel falls behind the naive baseline
     // (issue 14: l held in bf16): the ratio's slope is the length trend with the inputs divided out.
     e.diffuse_ratio_slope = slope_loglog(e.diffuse_lengths, e.diffuse_ratios);
-    ctx.trace().back().decision += fmt::format("; rel_rms slope vs S {:.2f}, ratio_to_naive slope {:.2f}",
-                                               e.diffuse_slope, e.diffuse_ratio_slope);
+    // The audit's growth rule (low-precision accumulation) on the same points.
+    std::vector<double> xs(e.diffuse_lengths.begin(), e.diffuse_lengths.end());
+    const metrics::growth_fit g = metrics::fit_growth(xs, e.diffuse_ratios);
+    auto rise_of = [](const std::vector<double>& v) {
+      return v.front() > 0 && std::isfinite(v.back()) ? v.back() / v.front() : 0.0;
+    };
+    e.diffuse_rise = std::max(rise_of(e.diffuse_ratios), rise_of(e.diffuse_errors));
+    e.diffuse_ratio_slope_stderr = g.slope_stderr;
+    const bool steady = std::isfinite(g.slope) && g.slope >= 0.25 && g.slope - 3.0 * g.slope_stderr > 0 &&
+                        e.diffuse_rise >= 2.0;
+    e.diffuse_grows = (e.diffuse_rise >= 4.0 && std::isfinite(g.slope) && g.slope > 0) || steady;
+    ctx.trace().back().decision +=
+        fmt::format("; rel_rms slope vs S {:.2f}, ratio_to_naive slope {:.2f} +- {:.2f}, rise x{:.3g}: {}",
+                    e.diffuse_slope, e.diffuse_ratio_slope, g.slope_stderr, e.diffuse_rise,
+                    e.diffuse_grows ? "grows with length" : "no growth with length");
   }
+
+  {
+    attention_case c = family_case(base, std::max<std::int64_t>(length, 4096), input_dist::m_sink, mask_kind::m_none, dec);
+    if (!dec) c.queries = 64;
+    e.sink = measure(ctx, "family", c, po,
+                     fmt::format("dist=sink, mask=none, S={}, T={} (P ~ 1e-4 below the first key)", c.seq, c.t()));
+    ctx.trace().back().decision += fmt::format("; O bias {:+.3g}, LSE max error {:.3g}{}", e.sink.bias,
+                                               e.sink.lse_max_abs,
+                                               numerator_only_loss(e.sink) ? ": mass lost from the numerator only" : "");
+  }
+
+  // Wavefront width: flat logits make attention exactly uniform and keep the max still, so no
+  // rescale bug can pass for this class, and a half-wavefront sum is off by about 2x.
+  for (std::int64_t s : {16, 24, 32})
+    e.narrow_rows.push_back({s, measure(ctx, "family", family_case(base, s, input_dist::m_flat, mask_kind::m_none, dec),
+                                        po, fmt::format("dist=flat, mask=none, S={} <= 32 keys (wavefront control)", s))});
+  for (std::int64_t s : {33, 40, 48, 56, 63, 64, 65})
+    e.wide_rows.push_back({s, measure(ctx, "family", family_case(base, s, input_dist::m_flat, mask_kind::m_none, dec),
+                                      po, fmt::format("dist=flat, mask=none, S={} keys (33..65 lanes)", s))});
 
   // GQA mapping: a distinct constant V per KV head, with group size 2 and 1.
   {
@@ -160,8 +205,10 @@ family_evidence run_families(bisect_context& ctx, const attention_case& base, st
     m.explicit_ranges = run(as_ranges(c), label + " as explicit key ranges");
     e.masks.push_back(m);
   };
+  // At most 8 tiles, as the windows: the alignment shows at any S > T, and a length past 2^15
+  // would let a position that wraps there (an index threshold) pass for a mask bug.
   for (mask_kind mk : {mask_kind::m_causal, mask_kind::m_causal_top_left}) {
-    attention_case c = family_case(base, length, input_dist::m_normal, mk);
+    attention_case c = family_case(base, std::min<std::int64_t>(length, 8 * e.tile), input_dist::m_normal, mk);
     c.queries = 3;
     mask_probe(c, fmt::format("T=3, mask={}", to_string(mk)));
   }

@@ -2,6 +2,8 @@
 // errors (exit 3), and poisoned outputs. The no-device test runs where there is no GPU (CI).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "numprobe/base/error.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 
@@ -133,8 +135,10 @@ TEST(gpu_provider, returns_requested_rows_all_written) {
 
 // Issue 27 item 5: NaN/Inf in rows the kernel computed but the probe did not sample are counted
 // on the device (attention_output::outside), as the plugin and exec providers count them. The
-// fault no-empty-guard makes every fully masked row NaN (exp(-inf - -inf)): 700 rows of 4 heads
-// x D = 128 in O, and 4 LSE values per row. The sampled rows see keys and stay finite.
+// fault no-empty-guard makes every fully masked row's O NaN (exp(-inf - -inf)): 700 rows of 4
+// heads x D = 128. Its LSE is NaN in some of those rows and -inf in others, so the expected LSE
+// count is read off a run that returns every row: the device's count of the rows it did not
+// return must equal the host's count of the same rows returned.
 TEST(gpu_provider, counts_nonfinite_in_the_rows_it_did_not_return) {
   NUMPROBE_REQUIRE_GPU();
   attention_case c;
@@ -148,12 +152,31 @@ TEST(gpu_provider, counts_nonfinite_in_the_rows_it_did_not_return) {
   const attention_output healthy = gpu_provider()->run(in, rows);
   EXPECT_EQ(healthy.outside.rows, 0);
   EXPECT_EQ(healthy.outside.o_nan + healthy.outside.o_inf + healthy.outside.lse_nan + healthy.outside.lse_inf, 0);
-  const attention_output bad = gpu_provider({"no-empty-guard"})->run(in, rows);
+  auto faulty = gpu_provider({"no-empty-guard"});
+  const attention_output bad = faulty->run(in, rows);
   EXPECT_EQ(count_nan(bad), 0u) << "the sampled rows see keys";
+  std::vector<std::int64_t> every(1000);
+  std::iota(every.begin(), every.end(), 0);
+  const attention_output all = faulty->run(in, every);
+  EXPECT_EQ(all.outside.rows, 0);
+  std::int64_t o_nan = 0, lse_nan = 0, o_inf = 0, lse_inf = 0;
+  for (std::int64_t r = 0; r < 700; ++r)
+    for (std::int64_t h = 0; h < 4; ++h) {
+      const double l = all.lse[static_cast<std::size_t>(r * 4 + h)];
+      lse_nan += std::isnan(l);
+      lse_inf += l == std::numeric_limits<double>::infinity();
+      for (std::int64_t d = 0; d < 128; ++d) {
+        const double x = all.o_at(static_cast<std::size_t>(r), h, d);
+        o_nan += std::isnan(x);
+        o_inf += std::isinf(x);
+      }
+    }
+  EXPECT_EQ(o_nan, 700 * 4 * 128) << "every element of a fully masked row";
   EXPECT_EQ(bad.outside.rows, 700);
-  EXPECT_EQ(bad.outside.o_nan, 700 * 4 * 128);
-  EXPECT_EQ(bad.outside.lse_nan, 700 * 4);
-  EXPECT_EQ(bad.outside.o_inf + bad.outside.lse_inf, 0);
+  EXPECT_EQ(bad.outside.o_nan, o_nan);
+  EXPECT_EQ(bad.outside.o_inf, o_inf);
+  EXPECT_EQ(bad.outside.lse_nan, lse_nan);
+  EXPECT_EQ(bad.outside.lse_inf, lse_inf);
 }
 
 }  // namespace
