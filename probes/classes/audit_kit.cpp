@@ -86,15 +86,7 @@ std::int64_t layout::quiet(std::int64_t n) const {
 }
 
 attention_case family(const attention_case& base, const layout& L, std::int64_t seq, input_dist d, mask_kind m) {
-  attention_case c = reduced_case(base);
-  c.seq = seq;
-  c.queries = L.decode ? L.decode_queries : 0;
-  c.dist = d;
-  c.mask = m;
-  c.window = 0;
-  c.ranges.clear();
-  c.softcap = 0.0;
-  return c;
+  return plain_case(base, seq, L.decode ? L.decode_queries : 0, d, m);
 }
 
 void verdict(audit_class& k, bool fail, bool judged) {

@@ -48,20 +48,26 @@ double slope_loglog(const std::vector<std::int64_t>& x, const std::vector<double
 
 attention_case family_case(const attention_case& base, std::int64_t length, input_dist d, mask_kind m,
                            bool decode) {
+  std::int64_t queries = family_queries(base, decode);
+  if (!decode && m == mask_kind::m_none && length > k_family_rows) queries = k_family_rows;
+  return plain_case(base, length, queries, d, m);
+}
+
+bool numerator_only_loss(const probe_outcome& o) {
+  return o.ran && !o.nan && o.bias <= -0.05 && !(o.lse_max_abs > 0.05);
+}
+
+attention_case plain_case(const attention_case& base, std::int64_t seq, std::int64_t queries, input_dist d,
+                          mask_kind m) {
   attention_case c = reduced_case(base);
-  c.seq = length;
-  c.queries = family_queries(base, decode);
-  if (!decode && m == mask_kind::m_none && length > k_family_rows) c.queries = k_family_rows;
+  c.seq = seq;
+  c.queries = queries;
   c.dist = d;
   c.mask = m;
   c.window = 0;
   c.ranges.clear();
   c.softcap = 0.0;
   return c;
-}
-
-bool numerator_only_loss(const probe_outcome& o) {
-  return o.ran && !o.nan && o.bias <= -0.05 && !(o.lse_max_abs > 0.05);
 }
 
 attention_case reduced_case(const attention_case& c) {

@@ -112,6 +112,11 @@ struct family_evidence {
 
 // Small-head version of the case under test for family runs.
 [[nodiscard]] attention_case reduced_case(const attention_case& c);
+// reduced_case(base) at `seq` keys and `queries` rows (0: T = S), inputs `d`, mask `m`, and
+// nothing else: no window, ranges or softcap. Every probe case of bisect, audit and tile
+// inference starts here.
+[[nodiscard]] attention_case plain_case(const attention_case& base, std::int64_t seq, std::int64_t queries,
+                                        input_dist d, mask_kind m);
 
 // A family case: `base` with small heads at `length` keys under distribution `d`, mask `m`, no
 // window, ranges or softcap; T = S, or the case's T (1..8) when it runs as split-KV decode.

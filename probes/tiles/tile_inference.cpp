@@ -39,15 +39,7 @@ constexpr std::int64_t k_window_lengths[] = {621, 766};
 
 attention_case probe_case(const attention_case& base, std::int64_t s, input_dist d, mask_kind m,
                           std::int64_t queries) {
-  attention_case c = reduced_case(base);
-  c.seq = s;
-  c.queries = queries;
-  c.dist = d;
-  c.mask = m;
-  c.window = 0;
-  c.ranges.clear();
-  c.softcap = 0.0;
-  return c;
+  return plain_case(base, s, queries, d, m);
 }
 
 // Runs one case on every row; the per-row error (max over heads), or nothing on a backend error.
