@@ -95,7 +95,8 @@ TEST(cli_attention, an_explicit_bound_replaces_the_default_gate) {
       "attention --backend emu --seq 300 --heads 2 --kv-heads 1 --head-dim 32 --inject skip-rescale "
       "--dist rescale-stress --bound 'ratio_to_naive<=1e9' --json -");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& g : parse_or_fail(r.out)["checks"][0]["gates"]) EXPECT_FALSE(g.value("default", false));
+  const json j = parse_or_fail(r.out);  // bound to a name: a range-for over a temporary's member dangles
+  for (const auto& g : j["checks"][0]["gates"]) EXPECT_FALSE(g.value("default", false));
 }
 
 TEST(cli_attention, fp8_points_take_twice_the_format_unit_roundoff_by_default) {
