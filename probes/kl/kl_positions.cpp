@@ -90,7 +90,7 @@ kl_positions kl_by_position(std::span<const metrics::kl_row> rows, std::int64_t 
     const auto m = metrics::mean_with_stderr(v);
     bin.kld_mean = m.mean;
     bin.kld_stderr = m.stderr_;
-    bin.kld_p99 = metrics::percentile(v, 0.99);
+    bin.kld_p99 = metrics::interpolated_percentile(v, 0.99);
     const double centre = 0.5 * static_cast<double>(bin.lo + bin.hi);
     x.push_back(centre);
     lx.push_back(std::log2(centre + 1.0));

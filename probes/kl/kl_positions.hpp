@@ -8,8 +8,8 @@
 // [floor(b P / B), floor((b + 1) P / B) - 1], so every bin is non-empty when B <= P and bin
 // sizes differ by at most one position.
 //
-// Per bin: the row count, KL mean with its standard error, and p99 (metrics::percentile's
-// nearest rank, the definition of kld.p99). The fit is ordinary least squares of the bin means
+// Per bin: the row count, KL mean with its standard error, and p99 (llama.cpp's interpolated
+// percentile, the definition of kld.p99). The fit is ordinary least squares of the bin means
 // against the bin centres (lo + hi) / 2, and separately against log2(centre + 1) (+1 so that
 // position 0 is finite). `grows` is the verdict the view prints: at least 3 bins, a positive
 // slope, and a slope t statistic (slope / its OLS standard error, from the residual scatter

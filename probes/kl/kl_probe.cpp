@@ -13,10 +13,13 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "numprobe/core/result.hpp"
 #include "numprobe/base/error.hpp"
+#include "numprobe/io/llama_kl_base.hpp"
 #include "numprobe/io/load_tensor.hpp"
 
 namespace numprobe::probes {
@@ -24,14 +27,38 @@ namespace numprobe::probes {
 using result::json_number;  // non-finite values in the schema's spelling
 namespace {
 
+// One input's rows: a tensor of logits, or the stored log-probs of a llama-perplexity
+// --kl-divergence-base file (`llama`), whose rows are row_elems u16 words of which the first
+// four hold the row's scale and offset (io/llama_kl_base.hpp).
 struct rows_view {
   io::tensor_view t;
   std::int64_t rows = 0, vocab = 0;
+  std::int64_t row_elems = 0;  // elements of t per row: vocab, or the stored row's words
+  std::optional<io::llama_kl_base> llama;
 };
+
+// "[N, V]" for a tensor; the header's sizes for a llama.cpp file.
+std::string describe_input(const rows_view& r) {
+  if (r.llama)
+    return fmt::format("(llama-perplexity file, n_ctx={}, n_chunk={}, {} scored rows of V={})", r.llama->n_ctx,
+                       r.llama->n_chunk, r.rows, r.vocab);
+  return fmt::format("[{}]", fmt::join(r.t.shape, ", "));
+}
 
 rows_view open_logits(const std::string& spec, const std::string& role) {
   if (spec.empty()) throw_input_error(role, "no file given");
-  rows_view r{io::load_tensor(spec)};
+  // By its magic, whatever its name: llama-perplexity writes no extension of its own.
+  if (io::is_llama_kl_base(spec)) {
+    rows_view r;
+    r.llama = io::read_llama_kl_base(spec);
+    r.t = r.llama->log_probs;
+    r.rows = r.llama->rows();
+    r.vocab = r.llama->n_vocab;
+    r.row_elems = r.llama->row_words();
+    return r;
+  }
+  rows_view r;
+  r.t = io::load_tensor(spec);
   const auto& t = r.t;
   using io::dtype;
   if (t.dtype != dtype::m_f32 && t.dtype != dtype::m_f16 && t.dtype != dtype::m_bf16 &&
@@ -42,11 +69,37 @@ rows_view open_logits(const std::string& spec, const std::string& role) {
     throw_input_error(t.place(), role + " logits are empty (shape must be [N, V], N, V > 0)");
   r.vocab = static_cast<std::int64_t>(t.shape.back());
   r.rows = static_cast<std::int64_t>(t.element_count()) / r.vocab;
+  r.row_elems = r.vocab;
   return r;
 }
 
-std::string shape_text(const std::vector<std::uint64_t>& s) {
-  return fmt::format("[{}]", fmt::join(s, ", "));
+// Two llama.cpp files describe the same rows only when they hold the same chunks of the same
+// text: the same n_ctx, n_chunk and tokens.
+void check_same_text(const rows_view& base, const rows_view& cand, const std::string& cand_spec) {
+  if (!base.llama || !cand.llama) return;
+  const auto &a = *base.llama, &b = *cand.llama;
+  if (a.n_ctx != b.n_ctx || a.n_chunk != b.n_chunk)
+    throw_input_error(cand_spec, fmt::format("llama-perplexity files of different runs: base n_ctx={} n_chunk={}, "
+                                             "candidate n_ctx={} n_chunk={}",
+                                             a.n_ctx, a.n_chunk, b.n_ctx, b.n_chunk));
+  const auto n_tokens = static_cast<std::int64_t>(a.tokens.shape[0]);
+  for (std::int64_t i = 0; i < n_tokens; ++i)
+    if (a.token(i) != b.token(i))
+      throw_input_error(cand_spec, fmt::format("llama-perplexity files of different texts: token {} is {} in the "
+                                               "base, {} in the candidate",
+                                               i, a.token(i), b.token(i)));
+}
+
+// The row's values as doubles: a tensor row widened, or a stored llama.cpp row decoded.
+void row_values(const rows_view& side, const io::tensor_view& block, std::size_t at, std::vector<float>& scratch,
+                std::span<double> out) {
+  if (!side.llama) {
+    block.decode(static_cast<std::uint64_t>(at), out);
+    return;
+  }
+  scratch.resize(out.size());
+  io::decode_llama_kl_row(block.bytes.subspan(at * 2, static_cast<std::size_t>(side.row_elems) * 2), scratch);
+  std::copy(scratch.begin(), scratch.end(), out.begin());
 }
 
 struct nonfinite_log {
@@ -161,36 +214,70 @@ bool aligned(const io::tensor_view& t) {
 
 }  // namespace
 
+namespace {
+
+// A delta p statistic by its name after "delta_p." or "delta_p_token."; nullopt if unknown.
+std::optional<double> delta_p_field(const metrics::kl_summary::delta_p_stats& d, std::string_view f) {
+  if (f == "mean") return d.mean;
+  if (f == "stderr") return d.stderr_;
+  if (f == "rms") return d.rms;
+  if (f == "rms_stderr") return d.rms_stderr;
+  if (f == "min") return d.min;
+  if (f == "p001") return d.p001;
+  if (f == "p01") return d.p01;
+  if (f == "p05") return d.p05;
+  if (f == "p10") return d.p10;
+  if (f == "p25") return d.p25;
+  if (f == "median") return d.median;
+  if (f == "p75") return d.p75;
+  if (f == "p90") return d.p90;
+  if (f == "p95") return d.p95;
+  if (f == "p99") return d.p99;
+  if (f == "p999") return d.p999;
+  if (f == "max") return d.max;
+  return std::nullopt;
+}
+
+std::optional<double> kld_field(const metrics::kl_summary& s, std::string_view f) {
+  if (f == "kld.mean") return s.kld.mean;
+  if (f == "kld.stderr") return s.kld.stderr_;
+  if (f == "kld.median") return s.kld.median;
+  if (f == "kld.p001") return s.kld.p001;
+  if (f == "kld.p01") return s.kld.p01;
+  if (f == "kld.p05") return s.kld.p05;
+  if (f == "kld.p10") return s.kld.p10;
+  if (f == "kld.p90") return s.kld.p90;
+  if (f == "kld.p95") return s.kld.p95;
+  if (f == "kld.p99") return s.kld.p99;
+  if (f == "kld.p999") return s.kld.p999;
+  if (f == "kld.max") return s.kld.max;
+  if (f == "kld.min") return s.kld.min;
+  if (f == "kld_nearest_rank.median") return s.kld_nearest_rank.median;
+  if (f == "kld_nearest_rank.p90") return s.kld_nearest_rank.p90;
+  if (f == "kld_nearest_rank.p99") return s.kld_nearest_rank.p99;
+  if (f == "kld_nearest_rank.p999") return s.kld_nearest_rank.p999;
+  return std::nullopt;
+}
+
+}  // namespace
+
 double kl_metric(const metrics::kl_summary& s, const std::string& n) {
-  if (n == "kld.mean") return s.kld.mean;
-  if (n == "kld.stderr") return s.kld.stderr_;
-  if (n == "kld.median") return s.kld.median;
-  if (n == "kld.p90") return s.kld.p90;
-  if (n == "kld.p99") return s.kld.p99;
-  if (n == "kld.p999") return s.kld.p999;
-  if (n == "kld.max") return s.kld.max;
+  if (const auto v = kld_field(s, n)) return *v;
   if (n == "top1" || n == "top1_agreement") return s.top1_agreement;
   if (n == "topk_overlap") return s.topk_overlap;
-  if (n == "delta_p.mean") return s.delta_p.mean;
-  if (n == "delta_p.rms") return s.delta_p.rms;
-  if (n == "delta_p.min") return s.delta_p.min;
-  if (n == "delta_p.p01") return s.delta_p.p01;
-  if (n == "delta_p.p05") return s.delta_p.p05;
-  if (n == "delta_p.p10") return s.delta_p.p10;
-  if (n == "delta_p.p25") return s.delta_p.p25;
-  if (n == "delta_p.median") return s.delta_p.median;
-  if (n == "delta_p.p75") return s.delta_p.p75;
-  if (n == "delta_p.p90") return s.delta_p.p90;
-  if (n == "delta_p.p95") return s.delta_p.p95;
-  if (n == "delta_p.p99") return s.delta_p.p99;
-  if (n == "delta_p.max") return s.delta_p.max;
+  const std::string_view name(n);
+  if (name.starts_with("delta_p."))
+    if (const auto v = delta_p_field(s.delta_p, name.substr(8))) return *v;
+  if (name.starts_with("delta_p_token."))
+    if (const auto v = delta_p_field(s.delta_p_token, name.substr(14))) return s.has_tokens ? *v : std::nan("");
   if (n == "ppl_ratio") return s.has_tokens ? s.ppl.ratio : std::nan("");
   if (n == "ln_ppl_ratio") return s.has_tokens ? s.ppl.ln_ratio_mean : std::nan("");
   throw_input_error("--bound", "unknown kl metric '" + n +
-                                   "' (known: kld.mean, kld.stderr, kld.median, kld.p90, kld.p99, "
-                                   "kld.p999, kld.max, top1, topk_overlap, delta_p.mean, "
-                                   "delta_p.rms, delta_p.min|p01|p05|p10|p25|median|p75|p90|p95|"
-                                   "p99|max, ppl_ratio, ln_ppl_ratio)");
+                                   "' (known: kld.mean, kld.stderr, kld.median, kld.p001|p01|p05|p10|p90|p95|"
+                                   "p99|p999, kld.max, kld.min, kld_nearest_rank.median|p90|p99|p999, top1, "
+                                   "topk_overlap, delta_p.mean|stderr|rms|rms_stderr|min|p001|p01|p05|p10|p25|"
+                                   "median|p75|p90|p95|p99|p999|max, the same under delta_p_token., ppl_ratio, "
+                                   "ln_ppl_ratio)");
 }
 
 double kl_report_metric(const kl_report& r, const std::string& name) {
@@ -218,39 +305,65 @@ kl_report run_kl(const kl_probe_options& o) {
   if (base.vocab != cand.vocab)
     throw_input_error(o.cand, fmt::format("vocabulary size differs: base {} has V={}, candidate "
                                           "{} has V={}",
-                                          shape_text(base.t.shape), base.vocab,
-                                          shape_text(cand.t.shape), cand.vocab));
+                                          describe_input(base), base.vocab, describe_input(cand), cand.vocab));
   if (base.rows != cand.rows)
     throw_input_error(o.cand, fmt::format("shape mismatch: base {} has {} rows, candidate {} "
                                           "has {}",
-                                          shape_text(base.t.shape), base.rows,
-                                          shape_text(cand.t.shape), cand.rows));
+                                          describe_input(base), base.rows, describe_input(cand), cand.rows));
+  check_same_text(base, cand, o.cand);
   const std::int64_t n = base.rows, v = base.vocab;
-  check_position_flags(o.positions, o.seq_len, n);
-  // The base's 16-bit format, when the candidate is wide enough to measure its floor.
-  const auto floor_format = sixteen_bit_format(base.t.dtype);
+  // The rows of a llama.cpp file are chunks of rows_per_chunk() positions: bin them by their
+  // place in the chunk unless --seq-len says otherwise.
+  const io::llama_kl_base* layout = base.llama ? &*base.llama : cand.llama ? &*cand.llama : nullptr;
+  const std::int64_t seq_len = o.seq_len == 0 && o.positions > 0 && layout ? layout->rows_per_chunk() : o.seq_len;
+  check_position_flags(o.positions, seq_len, n);
+  // The base's 16-bit format, when the candidate is wide enough to measure its floor. A
+  // llama.cpp base has none: its 16-bit code is not bf16 or f16 (docs/kl.md).
+  const io::dtype floor_base = base.llama ? io::dtype::m_f32 : base.t.dtype;
+  const auto floor_format = sixteen_bit_format(floor_base);
   const std::int64_t floor_stride = row_stride_for_floor(n, v);
   const bool measure_floor =
-      floor_format && (cand.t.dtype == io::dtype::m_f32 || cand.t.dtype == io::dtype::m_f64);
+      floor_format && !cand.llama && (cand.t.dtype == io::dtype::m_f32 || cand.t.dtype == io::dtype::m_f64);
   for (const auto& b : o.bounds)  // base_precision.* bounds need a floor: refuse them now
-    (void)precision_metric(summarize_floor(base.t.dtype, cand.t.dtype, floor_stride, {}, 0.0), 0.0, b.metric);
+    (void)precision_metric(summarize_floor(floor_base, cand.t.dtype, floor_stride, {}, 0.0), 0.0, b.metric);
   std::vector<double> floors(measure_floor ? static_cast<std::size_t>((n + floor_stride - 1) / floor_stride) : 0);
-  rep.base_dtype = std::string(io::name(base.t.dtype));
-  rep.cand_dtype = std::string(io::name(cand.t.dtype));
+  rep.base_dtype = base.llama ? std::string(k_llama_kl_dtype) : std::string(io::name(base.t.dtype));
+  rep.cand_dtype = cand.llama ? std::string(k_llama_kl_dtype) : std::string(io::name(cand.t.dtype));
+  if (layout) {
+    rep.llama.n_ctx = layout->n_ctx;
+    rep.llama.n_chunk = layout->n_chunk;
+    rep.llama.first_scored = layout->first_scored();
+    rep.llama.rows_per_chunk = layout->rows_per_chunk();
+  }
 
+  // Token ids: --tokens (a tensor, or a llama.cpp file's next tokens), else those stored in a
+  // llama.cpp input, which is what llama-perplexity scores.
   std::vector<double> tokens;
-  if (!o.tokens.empty()) {
+  std::string tokens_place;
+  if (!o.tokens.empty() && io::is_llama_kl_base(o.tokens)) {
+    const auto t = io::read_llama_kl_base(o.tokens).next_tokens();
+    tokens.assign(t.begin(), t.end());
+    tokens_place = rep.tokens_from = o.tokens;
+  } else if (!o.tokens.empty()) {
     const auto t = io::load_tensor(o.tokens);
-    if (static_cast<std::int64_t>(t.element_count()) != n)
-      throw_input_error(t.place(), fmt::format("{} token ids for {} rows", t.element_count(), n));
     tokens = t.to_doubles();
+    tokens_place = t.place();
+    rep.tokens_from = o.tokens;
+  } else if (layout) {
+    const auto t = layout->next_tokens();
+    tokens.assign(t.begin(), t.end());
+    tokens_place = rep.tokens_from = layout->source;
+  }
+  if (!tokens.empty()) {
+    if (static_cast<std::int64_t>(tokens.size()) != n)
+      throw_input_error(tokens_place, fmt::format("{} token ids for {} rows", tokens.size(), n));
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       if (!std::isfinite(tokens[i]) || tokens[i] != std::floor(tokens[i]))
-        throw_input_error(t.place(), fmt::format("token id {} at position {} is not an integer",
-                                                 tokens[i], i));
+        throw_input_error(tokens_place, fmt::format("token id {} at position {} is not an integer",
+                                                    tokens[i], i));
       if (!(tokens[i] >= 0 && tokens[i] < static_cast<double>(v)))
-        throw_input_error(t.place(), fmt::format("token id {} at position {} is not in [0, {})",
-                                                 tokens[i], i, v));
+        throw_input_error(tokens_place, fmt::format("token id {} at position {} is not in [0, {})",
+                                                    tokens[i], i, v));
     }
   }
 
@@ -271,11 +384,15 @@ kl_report run_kl(const kl_probe_options& o) {
   // (compare_row_checked).
   const bool direct_f32 = base.t.dtype == io::dtype::m_f32 && cand.t.dtype == io::dtype::m_f32;
   const bool direct_f64 = base.t.dtype == io::dtype::m_f64 && cand.t.dtype == io::dtype::m_f64;
-  const row_reader read_base(base.t, v), read_cand(cand.t, v);
+  // A llama.cpp input takes llama.cpp's KL (metrics::compare_row_stored).
+  const bool stored = base.llama || cand.llama;
+  const std::int64_t eb = base.row_elems, ec = cand.row_elems;  // elements per row in each file
+  const row_reader read_base(base.t, eb), read_cand(cand.t, ec);
   const auto worker = [&] {
     metrics::kl_scratch scratch;
     floor_scratch fs;
     std::vector<double> xb, xc;
+    std::vector<float> decoded;
     std::vector<std::byte> buf_b, buf_c;
     if (!direct_f32 && !direct_f64) {
       xb.resize(static_cast<std::size_t>(v));
@@ -288,9 +405,9 @@ kl_report run_kl(const kl_probe_options& o) {
       const std::int64_t r1 = std::min(n, r0 + block);
       // The block two claims ahead starts arriving while this one is read and compared.
       const std::int64_t a0 = r0 + 2 * block, a1 = std::min(n, r0 + 3 * block);
-      if (read_base.fd < 0) prefetch_rows(base.t, v, a0, a1);
+      if (read_base.fd < 0) prefetch_rows(base.t, eb, a0, a1);
       else read_base.read_ahead(a0, a1);
-      if (read_cand.fd < 0) prefetch_rows(cand.t, v, a0, a1);
+      if (read_cand.fd < 0) prefetch_rows(cand.t, ec, a0, a1);
       else read_cand.read_ahead(a0, a1);
       const io::tensor_view bb = read_base.rows(r0, r1, buf_b), cb = read_cand.rows(r0, r1, buf_c);
       const bool in_place = (direct_f32 && aligned<float>(bb) && aligned<float>(cb)) ||
@@ -303,6 +420,7 @@ kl_report run_kl(const kl_probe_options& o) {
         const std::int64_t tok = tokens.empty() ? -1 : static_cast<std::int64_t>(tokens[r]);
         auto& out = rows[static_cast<std::size_t>(r)];
         const auto at = static_cast<std::size_t>(r - r0) * vs;  // within the block
+        const auto at_b = static_cast<std::size_t>((r - r0) * eb), at_c = static_cast<std::size_t>((r - r0) * ec);
         bool ok = false;
         if (in_place && direct_f32) {
           const auto* pb = reinterpret_cast<const float*>(bb.bytes.data()) + at;
@@ -314,6 +432,11 @@ kl_report run_kl(const kl_probe_options& o) {
           const auto* pc = reinterpret_cast<const double*>(cb.bytes.data()) + at;
           ok = metrics::compare_row_checked(std::span<const double>(pb, vs),
                                             std::span<const double>(pc, vs), o.topk, tok, scratch, out);
+        } else if (stored) {
+          row_values(base, bb, at_b, decoded, xb);
+          row_values(cand, cb, at_c, decoded, xc);
+          ok = metrics::compare_row_stored({xb, base.llama.has_value()}, {xc, cand.llama.has_value()}, o.topk,
+                                           tok, scratch, out);
         } else {
           bb.decode(static_cast<std::uint64_t>(at), xb);
           cb.decode(static_cast<std::uint64_t>(at), xc);
@@ -322,8 +445,8 @@ kl_report run_kl(const kl_probe_options& o) {
         }
         if (!ok) {  // rare: find and log the positions, on widened copies of the rows
           std::vector<double> wb(vs), wc(vs);
-          bb.decode(static_cast<std::uint64_t>(at), wb);
-          cb.decode(static_cast<std::uint64_t>(at), wc);
+          row_values(base, bb, at_b, decoded, wb);
+          row_values(cand, cb, at_c, decoded, wc);
           bad.add("base", r, wb);
           bad.add("candidate", r, wc);
         }
@@ -331,8 +454,8 @@ kl_report run_kl(const kl_probe_options& o) {
           floors[static_cast<std::size_t>(r / floor_stride)] =
               rounding_floor_kld(cb, static_cast<std::uint64_t>(at), vs, *floor_format, fs);
       }
-      if (read_base.fd < 0) release_rows(base.t, v, r0, r1);
-      if (read_cand.fd < 0) release_rows(cand.t, v, r0, r1);
+      if (read_base.fd < 0) release_rows(base.t, eb, r0, r1);
+      if (read_cand.fd < 0) release_rows(cand.t, ec, r0, r1);
       if (o.progress) {
         std::lock_guard lock(progress_mu);
         done += r1 - r0;
@@ -344,9 +467,9 @@ kl_report run_kl(const kl_probe_options& o) {
   // for any thread count (tests/probes/test_kl_probe.cpp compares 1 and 2 threads).
   unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::int64_t>(threads, (n + block - 1) / block));
-  if (read_base.fd < 0) prefetch_rows(base.t, v, 0, std::min(n, 2 * block));
+  if (read_base.fd < 0) prefetch_rows(base.t, eb, 0, std::min(n, 2 * block));
   else read_base.read_ahead(0, std::min(n, 2 * block));
-  if (read_cand.fd < 0) prefetch_rows(cand.t, v, 0, std::min(n, 2 * block));
+  if (read_cand.fd < 0) prefetch_rows(cand.t, ec, 0, std::min(n, 2 * block));
   else read_cand.read_ahead(0, std::min(n, 2 * block));
   std::vector<std::jthread> pool;
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back(worker);
@@ -367,12 +490,12 @@ kl_report run_kl(const kl_probe_options& o) {
   }
 
   rep.summary = metrics::summarize(rows, v, o.topk, !tokens.empty(), o.worst);
-  rep.positions = kl_by_position(rows, o.positions, o.seq_len);
-  rep.base_precision = summarize_floor(base.t.dtype, cand.t.dtype, floor_stride, floors, rep.summary.kld.mean);
+  rep.positions = kl_by_position(rows, o.positions, seq_len);
+  rep.base_precision = summarize_floor(floor_base, cand.t.dtype, floor_stride, floors, rep.summary.kld.mean);
   rep.case_id = fmt::format("kl(N={},V={},base={},cand={},topk={}{}{}{})", n, v, rep.base_dtype,
                             rep.cand_dtype, o.topk, tokens.empty() ? "" : ",tokens",
                             o.positions > 0 ? fmt::format(",positions={}", o.positions) : "",
-                            o.seq_len > 0 ? fmt::format(",seq_len={}", o.seq_len) : "");
+                            seq_len > 0 ? fmt::format(",seq_len={}", seq_len) : "");
   for (const auto& b : o.bounds) {
     const double m = kl_report_metric(rep, b.metric);
     if (!b.holds(m)) rep.breaches.push_back({b.text(), m});
@@ -382,13 +505,27 @@ kl_report run_kl(const kl_probe_options& o) {
   return rep;
 }
 
+namespace {
+
+nlohmann::json delta_p_json(const metrics::kl_summary::delta_p_stats& d) {
+  return {{"mean", json_number(d.mean)},     {"stderr", json_number(d.stderr_)}, {"rms", json_number(d.rms)},
+          {"rms_stderr", json_number(d.rms_stderr)},
+          {"min", json_number(d.min)},       {"p001", json_number(d.p001)},      {"p01", json_number(d.p01)},
+          {"p05", json_number(d.p05)},       {"p10", json_number(d.p10)},        {"p25", json_number(d.p25)},
+          {"median", json_number(d.median)}, {"p75", json_number(d.p75)},        {"p90", json_number(d.p90)},
+          {"p95", json_number(d.p95)},       {"p99", json_number(d.p99)},        {"p999", json_number(d.p999)},
+          {"max", json_number(d.max)}};
+}
+
+}  // namespace
+
 nlohmann::json to_json(const kl_report& r) {
   const auto& s = r.summary;
   nlohmann::json j;
   j["case"] = r.case_id;
   j["inputs"] = {{"base", r.options.base},
                  {"candidate", r.options.cand},
-                 {"tokens", r.options.tokens},
+                 {"tokens", r.tokens_from.empty() ? r.options.tokens : r.tokens_from},
                  {"base_dtype", r.base_dtype},
                  {"candidate_dtype", r.cand_dtype}};
   j["rows"] = s.rows;
@@ -396,16 +533,20 @@ nlohmann::json to_json(const kl_report& r) {
   j["kld"] = {{"mean", json_number(s.kld.mean)},     {"stderr", json_number(s.kld.stderr_)},
               {"median", json_number(s.kld.median)}, {"p90", json_number(s.kld.p90)},
               {"p99", json_number(s.kld.p99)},       {"p999", json_number(s.kld.p999)},
-              {"max", json_number(s.kld.max)},       {"min", json_number(s.kld.min)}};
+              {"max", json_number(s.kld.max)},       {"min", json_number(s.kld.min)},
+              {"p001", json_number(s.kld.p001)},     {"p01", json_number(s.kld.p01)},
+              {"p05", json_number(s.kld.p05)},       {"p10", json_number(s.kld.p10)},
+              {"p95", json_number(s.kld.p95)}};
+  const auto& nr = s.kld_nearest_rank;
+  j["kld_nearest_rank"] = {{"median", json_number(nr.median)},
+                           {"p90", json_number(nr.p90)},
+                           {"p99", json_number(nr.p99)},
+                           {"p999", json_number(nr.p999)}};
   j["top1_agreement"] = json_number(s.top1_agreement);
   j["top1_stderr"] = json_number(s.top1_stderr);
   j["top1_same"] = s.top1_same;
-  const auto& d = s.delta_p;
-  j["delta_p"] = {{"mean", json_number(d.mean)},   {"stderr", json_number(d.stderr_)}, {"rms", json_number(d.rms)},
-                  {"min", json_number(d.min)},     {"p01", json_number(d.p01)},        {"p05", json_number(d.p05)},
-                  {"p10", json_number(d.p10)},     {"p25", json_number(d.p25)},        {"median", json_number(d.median)},
-                  {"p75", json_number(d.p75)},     {"p90", json_number(d.p90)},        {"p95", json_number(d.p95)},
-                  {"p99", json_number(d.p99)},     {"max", json_number(d.max)}};
+  j["delta_p"] = delta_p_json(s.delta_p);
+  j["delta_p_token"] = s.has_tokens ? delta_p_json(s.delta_p_token) : nlohmann::json(nullptr);
   j["topk"] = {{"k", s.topk}, {"overlap", json_number(s.topk_overlap)}};
   if (s.has_tokens)
     j["ppl"] = {{"base", json_number(s.ppl.base)},
@@ -416,13 +557,21 @@ nlohmann::json to_json(const kl_report& r) {
   else
     j["ppl"] = nullptr;
   j["worst"] = nlohmann::json::array();
-  for (const auto& w : s.worst)
+  for (const auto& w : s.worst) {
     j["worst"].push_back({{"row", w.row},
                           {"kld", json_number(w.kld)},
                           {"top_base", w.top_base},
                           {"top_candidate", w.top_cand},
                           {"p_base_top", json_number(w.p_base_top)},
                           {"q_base_top", json_number(w.q_base_top)}});
+    if (r.llama.n_ctx > 0) j["worst"].back()["position"] = r.llama.position(w.row);
+  }
+  // Absent unless an input is a llama.cpp file.
+  if (r.llama.n_ctx > 0)
+    j["llama"] = {{"n_ctx", r.llama.n_ctx},
+                  {"n_chunk", r.llama.n_chunk},
+                  {"first_scored", r.llama.first_scored},
+                  {"rows_per_chunk", r.llama.rows_per_chunk}};
   // Absent without --positions, so documents of runs without it keep their fields.
   if (r.positions.bins_asked > 0) j["positions"] = to_json(r.positions);
   j["base_precision"] = to_json(r.base_precision);

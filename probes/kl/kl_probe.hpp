@@ -8,6 +8,11 @@
 // is independent of the thread that computed it, so any --threads gives the same report.
 // Memory: the per-row results (N of them), per thread a few V-length buffers, and the resident
 // window of the mappings (a block per thread plus read-ahead).
+//
+// Either input may instead be a llama-perplexity --kl-divergence-base file, recognised by its
+// magic (io/llama_kl_base.hpp): its rows are the stored log-probs of the scored positions,
+// decoded as llama.cpp decodes them and compared with llama.cpp's KL
+// (metrics::compare_row_stored); its tokens are the default --tokens (docs/kl.md).
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -42,10 +47,24 @@ struct kl_breach {
   double measured = 0.0;
 };
 
+// The dtype name kl reports for a llama-perplexity --kl-divergence-base input.
+inline constexpr const char* k_llama_kl_dtype = "llama_kld_base";
+
+// The row layout of a llama.cpp input (n_ctx 0: none): row r is chunk r / rows_per_chunk, at
+// token index chunk n_ctx + first_scored + r % rows_per_chunk of the file's text.
+struct kl_llama_layout {
+  std::int64_t n_ctx = 0, n_chunk = 0, first_scored = 0, rows_per_chunk = 0;
+  [[nodiscard]] std::int64_t position(std::int64_t row) const {
+    return row / rows_per_chunk * n_ctx + first_scored + row % rows_per_chunk;
+  }
+};
+
 struct kl_report {
   std::string case_id;
   kl_probe_options options;
   std::string base_dtype, cand_dtype;
+  std::string tokens_from;  // --tokens, or the llama.cpp file whose stored tokens were used
+  kl_llama_layout llama;
   metrics::kl_summary summary;
   kl_positions positions;           // bins_asked == 0 without --positions
   kl_base_precision base_precision;  // format empty when the base is f32 or f64
@@ -54,10 +73,11 @@ struct kl_report {
   double bytes_read = 0.0;  // both files' tensor bytes
 };
 
-// The metric names --bound accepts: kld.mean, kld.stderr, kld.median, kld.p90, kld.p99,
-// kld.p999, kld.max, top1 (= top1_agreement), topk_overlap, delta_p.mean, delta_p.rms,
-// delta_p.min, delta_p.p01 ... delta_p.p99, delta_p.max, ppl_ratio, ln_ppl_ratio.
-// Throws an input error on an unknown name.
+// The metric names --bound accepts: kld.mean, kld.stderr, kld.median, kld.p001 ... kld.p999
+// (p001 p01 p05 p10 p90 p95 p99 p999), kld.max, kld.min, kld_nearest_rank.median|p90|p99|p999,
+// top1 (= top1_agreement), topk_overlap, delta_p.mean, delta_p.rms, delta_p.rms_stderr,
+// delta_p.min, delta_p.p001 ... delta_p.p999, delta_p.max, the same under delta_p_token.
+// (NaN without tokens), ppl_ratio, ln_ppl_ratio. Throws an input error on an unknown name.
 [[nodiscard]] double kl_metric(const metrics::kl_summary& s, const std::string& name);
 
 // kl_metric's names, plus those of KL by position and of the base's precision floor:

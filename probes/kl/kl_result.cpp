@@ -59,27 +59,37 @@ void add_view(const kl_report& r, result::check_result& out) {
   v.line(fmt::format("case      {}", r.case_id));
   v.line(fmt::format("base      {} ({})", r.options.base, r.base_dtype));
   v.line(fmt::format("candidate {} ({})", r.options.cand, r.cand_dtype));
+  if (r.llama.n_ctx > 0)
+    v.line(fmt::format("llama     {} chunks of n_ctx {}: positions {}..{} of each scored; tokens from {}",
+                       r.llama.n_chunk, r.llama.n_ctx, r.llama.first_scored,
+                       r.llama.first_scored + r.llama.rows_per_chunk - 1, r.tokens_from));
   add_precision_view(r.base_precision, s.kld.mean, v);
   auto& t = v.add_table({"statistic", "value"});
   auto add = [&t](std::string a, std::string b) { t.rows.push_back({std::move(a), std::move(b)}); };
   add("Mean KLD", fmt::format("{} +- {}", sci(s.kld.mean), sci(s.kld.stderr_)));
-  add("Median KLD", sci(s.kld.median));
-  add("90% KLD", sci(s.kld.p90));
-  add("99% KLD", sci(s.kld.p99));
-  add("99.9% KLD", sci(s.kld.p999));
   add("Maximum KLD", sci(s.kld.max));
+  add("99.9% KLD", sci(s.kld.p999));
+  add("99% KLD", sci(s.kld.p99));
+  add("95% KLD", sci(s.kld.p95));
+  add("90% KLD", sci(s.kld.p90));
+  add("Median KLD", sci(s.kld.median));
   add("Same top p", fmt::format("{} +- {} ({} of {})", pct(s.top1_agreement), pct(s.top1_stderr), s.top1_same, s.rows));
   add(fmt::format("Top-{} overlap", s.topk), pct(s.topk_overlap));
-  const auto& d = s.delta_p;
-  add("Mean dp", fmt::format("{} +- {}", pct(d.mean), pct(d.stderr_)));
-  add("RMS dp", pct(d.rms));
-  add("Maximum dp", pct(d.max));
-  add("99% dp", pct(d.p99));
-  add("95% dp", pct(d.p95));
-  add("Median dp", pct(d.median));
-  add("5% dp", pct(d.p05));
-  add("1% dp", pct(d.p01));
-  add("Minimum dp", pct(d.min));
+  // llama.cpp's dp is at the next token, so it needs tokens; without them the rows are kl's
+  // own dp at the base's top-1 token, labelled so that neither is read as the other.
+  const bool by_token = s.has_tokens;
+  const auto& d = by_token ? s.delta_p_token : s.delta_p;
+  const std::string tag = by_token ? "" : " (base top-1)";
+  add("Mean dp" + tag, fmt::format("{} +- {}", pct(d.mean), pct(d.stderr_)));
+  add("RMS dp" + tag, fmt::format("{} +- {}", pct(d.rms), pct(d.rms_stderr)));
+  add("Maximum dp" + tag, pct(d.max));
+  add("99% dp" + tag, pct(d.p99));
+  add("95% dp" + tag, pct(d.p95));
+  add("Median dp" + tag, pct(d.median));
+  add("5% dp" + tag, pct(d.p05));
+  add("1% dp" + tag, pct(d.p01));
+  add("Minimum dp" + tag, pct(d.min));
+  if (by_token) add("RMS dp (base top-1)", fmt::format("{} +- {}", pct(s.delta_p.rms), pct(s.delta_p.rms_stderr)));
   if (s.has_tokens) {
     add("PPL(base)", fixed3(s.ppl.base));
     add("PPL(cand)", fixed3(s.ppl.cand));
@@ -109,6 +119,8 @@ void fill_result(const kl_report& r, const std::vector<bound>& bounds, result::c
   if (r.summary.has_tokens) {
     out.metrics.push_back({"ppl_ratio", kl_metric(r.summary, "ppl_ratio"), "", "fixed"});
     out.metrics.push_back({"ln_ppl_ratio", kl_metric(r.summary, "ln_ppl_ratio"), "", "sci"});
+    for (const char* n : {"delta_p_token.mean", "delta_p_token.rms", "delta_p_token.p01", "delta_p_token.p99"})
+      out.metrics.push_back({n, kl_metric(r.summary, n), "", "sci"});
   }
   if (r.positions.bins_asked > 0)
     for (const char* n : {"positions.slope_per_1k", "positions.log2_slope", "positions.r2", "positions.last_over_first"})

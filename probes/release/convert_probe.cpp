@@ -20,12 +20,15 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <span>
+#include <variant>
 
 #include "numprobe/base/error.hpp"
 #include "numprobe/core/result_gates.hpp"
 #include "probes/names/name_filter.hpp"
 #include "numprobe/formats/format.hpp"
 #include "numprobe/io/checkpoint.hpp"
+#include "numprobe/io/gguf.hpp"
 #include "numprobe/io/regular_file.hpp"
 #include "numprobe/io/safetensors.hpp"
 #include "probes/release/convert_write.hpp"
@@ -89,6 +92,21 @@ std::int64_t step_rows(const io::release_tensor& t, const nf::scheme_config& c) 
   return std::max(unit, want / unit * unit);
 }
 
+// A slab of GGUF Q/K rows (whole heads) from llama.cpp's rotary order into the original's.
+void to_original_order(const io::release_tensor& t, std::int64_t r0, std::vector<double>& v) {
+  if (t.rope_heads <= 0 || t.cols <= 0) return;
+  const auto cols = static_cast<std::size_t>(t.cols);
+  const auto rows = static_cast<std::int64_t>(v.size() / cols);
+  std::vector<double> out(v.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t dst = io::original_row(t, r0 + r) - r0;
+    if (dst < 0 || dst >= rows) throw_backend_error(t.name, "internal: a slab that is not whole heads");
+    std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * cols), cols,
+                out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(dst) * cols));
+  }
+  v = std::move(out);
+}
+
 bool tensor_scaled(const nf::scheme_config& c) {
   return c.kind == nf::scheme_kind::m_nvfp4 || c.kind == nf::scheme_kind::m_tensor;
 }
@@ -140,6 +158,7 @@ class converter {
   void slab(std::int64_t r0, std::int64_t r1, std::vector<double>& values, slab_codes& q) {
     auto s = m_rel.decode_rows(m_t, r0, r1);
     values = std::move(s.values);
+    to_original_order(m_t, r0, values);  // GGUF Q/K: quantized and written in the original's order
     const std::size_t n = values.size();
     const auto g = nf::grid_of(m_c, r1 - r0, m_t.cols);
     if (m_fast) {
@@ -243,12 +262,96 @@ void append_pod(const T& v, std::vector<std::byte>& out) {
   out.insert(out.end(), p, p + sizeof(T));
 }
 
+// Rows per slab of a tensor written as values: whole row_align groups (GGUF heads).
+std::int64_t value_step(const io::release_tensor& t) {
+  const std::int64_t a = std::max<std::int64_t>(1, t.row_align);
+  const std::int64_t want = std::max<std::int64_t>(1, k_slab_elements / std::max<std::int64_t>(1, t.cols));
+  return std::max(a, want / a * a);
+}
+
+// Writes release tensor t's decoded values as F32 (in the original's row order when `original`),
+// and reports them: NaN/Inf, values float32 does not hold exactly, the rounding's error.
+template <class Put>
+void put_values(const io::release& rel, const io::release_tensor& t, bool original, Put&& put,
+                convert_tensor_report& rep) {
+  err_sums e;
+  std::vector<std::byte> buf;
+  std::vector<double> f;
+  const std::int64_t step = value_step(t);
+  for (std::int64_t r0 = 0; r0 < t.rows; r0 += step) {
+    throw_if_convert_interrupted();
+    auto s = rel.decode_rows(t, r0, std::min(t.rows, r0 + step));
+    if (original) to_original_order(t, r0, s.values);
+    buf.clear();
+    f.resize(s.values.size());
+    for (std::size_t i = 0; i < s.values.size(); ++i) {
+      const double v = s.values[i];
+      const auto x = static_cast<float>(v);
+      rep.nonfinite += std::isfinite(v) ? 0 : 1;
+      rep.f32_inexact += std::isfinite(v) && static_cast<double>(x) != v ? 1 : 0;
+      f[i] = x;
+      append_pod(x, buf);
+    }
+    e.add(s.values, f.data());
+    put(std::span<const std::byte>(buf));
+  }
+  rel.release_pages(t);
+  rep.added = e.result();
+  rep.as_values = true;
+}
+
+// A GGUF tensor that convert quantizes: a decoder block's 2-D weight (blk.N.*.weight: the
+// attention and MLP linears); the embedding, lm_head and norms are written as values, as
+// ModelOpt and compressed-tensors releases keep them unquantized.
+bool gguf_quantizes(const io::release_tensor& t) {
+  return t.name.starts_with("blk.") && t.name.ends_with(".weight") && t.shape.size() == 2;
+}
+
+// The output name of t: a GGUF converted to a safetensors layout takes Hugging Face's names.
+std::string out_name(const io::release& rel, const io::release_tensor& t, bool dequant) {
+  return rel.gguf() && !dequant ? io::original_name_of(t) : t.name;
+}
+
+// config.json for a GGUF release, from its metadata (the keys llama.cpp's converter writes from
+// a Hugging Face config: {arch}.embedding_length is hidden_size, and so on).
+nlohmann::json gguf_config(const io::release& rel) {
+  const io::gguf_file& g = *rel.gguf();
+  nlohmann::json c = nlohmann::json::object();
+  const auto* a = g.find_key("general.architecture");
+  const std::string arch = a && a->as_string() ? *a->as_string() : std::string();
+  if (arch.empty()) return c;
+  c["model_type"] = arch;
+  if (arch == "llama") c["architectures"] = {"LlamaForCausalLM"};
+  else if (arch == "qwen2") c["architectures"] = {"Qwen2ForCausalLM"};
+  const std::pair<const char*, const char*> ints[] = {
+      {".embedding_length", "hidden_size"},           {".feed_forward_length", "intermediate_size"},
+      {".block_count", "num_hidden_layers"},          {".attention.head_count", "num_attention_heads"},
+      {".attention.head_count_kv", "num_key_value_heads"}, {".context_length", "max_position_embeddings"},
+      {".vocab_size", "vocab_size"}};
+  for (const auto& [key, hf] : ints)
+    if (const auto* v = g.find_key(arch + key); v && v->as_u64()) c[hf] = *v->as_u64();
+  const std::pair<const char*, const char*> reals[] = {{".attention.layer_norm_rms_epsilon", "rms_norm_eps"},
+                                                       {".rope.freq_base", "rope_theta"}};
+  for (const auto& [key, hf] : reals)
+    if (const auto* v = g.find_key(arch + key))
+      if (const auto* d = std::get_if<double>(&v->scalar)) c[hf] = *d;
+  if (!c.contains("vocab_size"))
+    if (const auto* e = g.find("token_embd.weight"); e && e->ne.size() == 2) c["vocab_size"] = e->ne[1];
+  c["tie_word_embeddings"] = g.find("output.weight") == nullptr;
+  c["torch_dtype"] = "float32";
+  c["numprobe"] = {{"converted_from", "GGUF (" + std::string(rel.detected_by()) + ")"},
+                   {"tokenizer", "not written: the GGUF holds it (transformers reads it with gguf_file=)"}};
+  return c;
+}
+
 // What one shard holds: output tensors, each from a converted weight (index into the release's
-// tensors) or a passthrough tensor.
+// tensors), a tensor written as its values, or a passthrough tensor.
 struct planned {
   out_tensor out;
   int weight = -1;             // index into the converted tensors, -1 for passthrough
+  int values = -1;             // index into the tensors written as values
   std::string passthrough;     // the release tensor copied as stored
+  bool pass_as_f32 = false;    // --to dequant: a floating passthrough tensor, decoded to F32
 };
 
 void check_out_dir(const fs::path& out, const std::string& release) {
@@ -309,6 +412,25 @@ std::vector<double> check_release(const io::release& rel, const std::vector<cons
   return amax;
 }
 
+// check_release for the tensors written as values: each decodes, to finite values.
+void check_values(const io::release& rel, const std::vector<const io::release_tensor*>& values) {
+  for (const auto* t : values) {
+    const std::int64_t step = value_step(*t);
+    for (std::int64_t r0 = 0; r0 < t->rows; r0 += step) {
+      throw_if_convert_interrupted();
+      const auto s = rel.decode_rows(*t, r0, std::min(t->rows, r0 + step));
+      const auto bad = std::find_if(s.values.begin(), s.values.end(), [](double v) { return !std::isfinite(v); });
+      if (bad != s.values.end()) {
+        const std::int64_t at = r0 * t->cols + (bad - s.values.begin());
+        throw_input_error(t->name, fmt::format("decodes to NaN/Inf (the first at row {}, column {}); --write does not "
+                                               "carry them (--to dequant --allow-nonfinite writes them as they are)",
+                                               at / t->cols, at % t->cols));
+      }
+    }
+    rel.release_pages(*t);
+  }
+}
+
 fs::path config_beside(const std::string& release) {
   const fs::path p(release);
   return (fs::is_directory(p) ? p : p.parent_path()) / "config.json";
@@ -322,17 +444,32 @@ void write_text_atomic(const fs::path& target, const std::string& text) {
 // exit 2, on a weight the layout cannot hold: before anything is written).
 std::vector<std::vector<planned>> plan_shards(const convert_options& o, const io::release& rel,
                                               const std::vector<const io::release_tensor*>& todo,
+                                              const std::vector<const io::release_tensor*>& values,
                                               const std::string& layout) {
   std::vector<planned> plan;
   for (std::size_t i = 0; i < todo.size(); ++i)
-    for (auto& ot : layout_tensors(layout, todo[i]->name, todo[i]->shape, o.target))
-      plan.push_back({std::move(ot), static_cast<int>(i), {}});
+    for (auto& ot : layout_tensors(layout, out_name(rel, *todo[i], o.dequant), todo[i]->shape, o.target)) {
+      planned p;
+      p.out = std::move(ot);
+      p.weight = static_cast<int>(i);
+      plan.push_back(std::move(p));
+    }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    planned p;
+    p.out.name = out_name(rel, *values[i], o.dequant);
+    p.out.dtype = io::dtype::m_f32;
+    p.out.shape = values[i]->shape;
+    p.out.part = out_part::m_codes;
+    p.values = static_cast<int>(i);
+    plan.push_back(std::move(p));
+  }
   for (const auto& name : rel.passthrough()) {
     const auto v = rel.files().get(name);
     // Built member by member: GCC 12 takes the nested braces' temporary for uninitialized.
     planned pass;
     pass.out.name = name;
-    pass.out.dtype = v.dtype;
+    pass.pass_as_f32 = o.dequant && io::info(v.dtype).format.has_value();
+    pass.out.dtype = pass.pass_as_f32 ? io::dtype::m_f32 : v.dtype;
     pass.out.shape = v.shape;
     pass.out.part = out_part::m_codes;
     pass.passthrough = name;
@@ -359,6 +496,7 @@ std::vector<std::vector<planned>> plan_shards(const convert_options& o, const io
 // Writes the converted checkpoint into OUT (created and empty): the shards, then the index and
 // config.json, each file named to `partial` before it is created.
 void write_converted(const convert_options& o, const io::release& rel, const std::vector<const io::release_tensor*>& todo,
+                     const std::vector<const io::release_tensor*>& values,
                      const std::vector<std::optional<io::tensor_view>>& originals, const std::vector<double>& amax,
                      const std::vector<std::vector<planned>>& shards, convert_report& r, partial_output& partial) {
   const fs::path out(o.write);
@@ -390,6 +528,20 @@ void write_converted(const convert_options& o, const io::release& rel, const std
     };
     for (const auto& d : w.order()) {
       const planned& p = *by_name.at(d.name);
+      if (p.values >= 0) {
+        put_values(rel, *values[static_cast<std::size_t>(p.values)], !o.dequant, put,
+                   r.tensors[todo.size() + static_cast<std::size_t>(p.values)]);
+        continue;
+      }
+      if (p.weight < 0 && p.pass_as_f32) {
+        const auto v = rel.files().get(p.passthrough);
+        std::vector<double> x(static_cast<std::size_t>(io::checked_element_count(v.shape, p.passthrough)));
+        v.decode(0, x);
+        std::vector<std::byte> buf;
+        for (const double e : x) append_pod(static_cast<float>(e), buf);
+        put(buf);
+        continue;
+      }
       if (p.weight < 0) {
         put(rel.files().get(p.passthrough).bytes);
         continue;
@@ -449,13 +601,15 @@ void write_converted(const convert_options& o, const io::release& rel, const std
   nlohmann::json config = nlohmann::json::object();
   const auto cfg = config_beside(o.release);
   std::error_code ec;
-  if (fs::exists(cfg, ec)) {
+  if (rel.gguf()) {
+    config = gguf_config(rel);
+  } else if (fs::exists(cfg, ec)) {
     // release::open has read it (a folder or a FIFO there is refused by name); a config that is
     // not a JSON object is replaced by one that holds the quantization_config alone.
     config = nlohmann::json::parse(io::read_text_file(cfg, k_convert_config_max_bytes, "config.json"), nullptr, false);
     if (!config.is_object()) config = nlohmann::json::object();
   }
-  const auto qc = layout_quantization_config(r.write_layout, o.target);
+  const auto qc = o.dequant ? nlohmann::json() : layout_quantization_config(r.write_layout, o.target);
   if (qc.is_null()) config.erase("quantization_config");
   else config["quantization_config"] = qc;
   partial.add("config.json");
@@ -476,27 +630,53 @@ convert_report run_convert(const convert_options& o) {
   std::optional<io::checkpoint> orig;
   if (!o.against.empty()) orig = io::checkpoint::open(o.against);
   const std::regex filter = name_filter(o.filter);
-  std::vector<const io::release_tensor*> todo;
-  for (const auto& t : rel.tensors())
-    if (std::regex_search(t.name, filter)) todo.push_back(&t);
-  if (todo.empty()) throw_input_error(o.filter.empty() ? o.release : "--filter", "no quantized tensor to convert");
   const bool writing = !o.write.empty();
-  if (writing) r.write_layout = choose_write_layout(o.write_layout, o.target, o.target_name);
+  if (o.dequant && !writing)
+    throw_input_error("--to", "dequant writes every tensor's decoded values: give --write OUT");
+  // todo: re-quantized; values: written as their decoded values (--to dequant: every tensor; a
+  // GGUF's tensors other than the decoder blocks' linears, when writing).
+  std::vector<const io::release_tensor*> todo, values;
+  for (const auto& t : rel.tensors()) {
+    if (!std::regex_search(t.name, filter)) continue;
+    if (o.dequant) values.push_back(&t);
+    else if (rel.gguf() && !gguf_quantizes(t)) {
+      if (writing) values.push_back(&t);
+    } else {
+      todo.push_back(&t);
+    }
+  }
+  if (todo.empty() && values.empty())
+    throw_input_error(o.filter.empty() ? o.release : "--filter", "no quantized tensor to convert");
+  if (todo.empty() && !o.dequant)
+    throw_input_error(o.filter.empty() ? o.release : "--filter",
+                      "no weight to quantize (a GGUF's decoder-block linears blk.N.*.weight are)");
+  if (writing) r.write_layout = o.dequant ? "dequant-f32" : choose_write_layout(o.write_layout, o.target, o.target_name);
 
   // The original of each tensor (shape checked), and the report rows.
   std::vector<std::optional<io::tensor_view>> originals(todo.size());
   for (std::size_t i = 0; i < todo.size(); ++i) {
     auto& rep = r.tensors.emplace_back();
     rep.name = todo[i]->name;
-    rep.from_scheme = todo[i]->scheme_name;
+    rep.from_scheme = todo[i]->scheme_name.empty() ? todo[i]->stored_as : todo[i]->scheme_name;
+    if (const auto n = out_name(rel, *todo[i], o.dequant); n != rep.name) rep.written_as = n;
     rep.rows = todo[i]->rows;
     rep.cols = todo[i]->cols;
     r.elements += static_cast<std::uint64_t>(rep.rows * rep.cols);
     if (!orig) continue;
     const auto& names = orig->tensors();
-    if (std::none_of(names.begin(), names.end(), [&](const auto& e) { return e.name == rep.name; })) continue;
-    originals[i] = orig->get(rep.name);
+    const std::string& want = io::original_name_of(*todo[i]);
+    if (std::none_of(names.begin(), names.end(), [&](const auto& e) { return e.name == want; })) continue;
+    originals[i] = orig->get(want);
     check_original(*originals[i], *todo[i]);
+  }
+  for (const auto* t : values) {
+    auto& rep = r.tensors.emplace_back();
+    rep.name = t->name;
+    rep.from_scheme = t->scheme_name.empty() ? t->stored_as : t->scheme_name;
+    if (const auto n = out_name(rel, *t, o.dequant); n != rep.name) rep.written_as = n;
+    rep.rows = t->rows;
+    rep.cols = t->cols;
+    r.elements += static_cast<std::uint64_t>(rep.rows * rep.cols);
   }
 
   if (!writing) {
@@ -511,11 +691,13 @@ convert_report run_convert(const convert_options& o) {
     const convert_signal_guard signals;
     const fs::path out(o.write);
     check_out_dir(out, o.release);
-    const auto shards = plan_shards(o, rel, todo, r.write_layout);
+    const auto shards = plan_shards(o, rel, todo, values, r.write_layout);
     partial_output partial(out, create_out_dir(out));
     try {
       const auto amax = check_release(rel, todo, o.target);
-      write_converted(o, rel, todo, originals, amax, shards, r, partial);
+      // Values are written as they decode; --to dequant --allow-nonfinite writes NaN/Inf too.
+      if (!(o.dequant && o.allow_nonfinite)) check_values(rel, values);
+      write_converted(o, rel, todo, values, originals, amax, shards, r, partial);
     } catch (const interrupted&) {
       (void)partial.remove();
       throw;
@@ -580,13 +762,16 @@ nlohmann::json to_json(const convert_report& r) {
   for (const auto& t : r.tensors) {
     nlohmann::json j{{"name", t.name}, {"from", t.from_scheme}, {"shape", {t.rows, t.cols}}, {"added", err(t.added)},
                      {"nonfinite", t.nonfinite}};
+    if (!t.written_as.empty()) j["written_as"] = t.written_as;
+    if (t.as_values) j["values"] = {{"dtype", "F32"}, {"f32_inexact", t.f32_inexact}};
     if (t.release_vs_original)
       j["against"] = {{"release", err(*t.release_vs_original)}, {"converted", err(*t.converted_vs_original)}};
     ts.push_back(std::move(j));
   }
   nlohmann::json j{{"release", r.options.release}, {"layout", r.layout}, {"detected_by", r.detected_by},
-                   {"to", r.options.target_name}, {"element", std::string(formats::name(r.options.target.element))},
-                   {"conventions", formats::conventions_text(r.options.target)},
+                   {"to", r.options.dequant ? std::string("dequant") : r.options.target_name},
+                   {"element", r.options.dequant ? std::string("f32") : std::string(formats::name(r.options.target.element))},
+                   {"conventions", r.options.dequant ? std::string("-") : formats::conventions_text(r.options.target)},
                    {"tensors", ts}, {"elements", r.elements}, {"passthrough_tensors", r.passthrough},
                    {"nonfinite", r.nonfinite}, {"allow_nonfinite", r.options.allow_nonfinite}};
   if (!r.options.write.empty())
@@ -600,8 +785,11 @@ void fill_result(const convert_report& r, result::check_result& out) {
   out.details = to_json(r);
   result::view_builder v(out);
   v.line(fmt::format("release   {} ({}, detected by {})", r.options.release, r.layout, r.detected_by));
-  v.line(fmt::format("to        {} ({} elements, {})", r.options.target_name, formats::name(r.options.target.element),
-                     formats::conventions_text(r.options.target)));
+  if (r.options.dequant)
+    v.line("to        dequant (every tensor's decoded values as F32, under the release's own names)");
+  else
+    v.line(fmt::format("to        {} ({} elements, {})", r.options.target_name, formats::name(r.options.target.element),
+                       formats::conventions_text(r.options.target)));
   const bool against = !r.options.against.empty();
   std::vector<std::string> cols{"tensor", "from", "shape", "added_sqnr_db", "added_rel_rms", "added_flushed"};
   if (against) {
@@ -610,7 +798,8 @@ void fill_result(const convert_report& r, result::check_result& out) {
   }
   auto& tab = v.add_table(cols, "added error per tensor (against the release)");
   for (const auto& t : r.tensors) {
-    std::vector<std::string> row{t.name, t.from_scheme, fmt::format("{}x{}", t.rows, t.cols),
+    std::vector<std::string> row{t.written_as.empty() ? t.name : t.name + " -> " + t.written_as,
+                                 t.as_values ? t.from_scheme + " (as F32)" : t.from_scheme, fmt::format("{}x{}", t.rows, t.cols),
                                  result::fixed3(t.added.sqnr_db), result::sci(t.added.rel_rms),
                                  std::to_string(t.added.flushed)};
     if (against) {

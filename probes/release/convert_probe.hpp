@@ -10,6 +10,11 @@
 // values are the reference), and with --against ORIGINAL the release's and the converted
 // tensor's errors against the original.
 //
+// A GGUF release (llama.cpp) converts to a safetensors layout an engine reads: the decoder
+// blocks' linears are quantized, every other tensor (embedding, lm_head, norms) is written as
+// its F32 values; names become Hugging Face's and llama's Q/K rows leave llama.cpp's rotary order
+// (io::original_row); config.json is made from the GGUF's metadata (llama family).
+//
 // --write OUT writes a sharded .safetensors checkpoint (model-0000K-of-0000N.safetensors and
 // model.safetensors.index.json) in the target's layout (convert_write.hpp), with config.json's
 // quantization_config set to that layout, every unquantized tensor copied as stored. Each file is
@@ -33,6 +38,10 @@ struct convert_options {
   std::optional<io::release_layout> layout;  // --layout: the release's
   std::string filter;                        // ECMAScript regex on base names ("" = all)
   std::string target_name;                   // the scheme name (--to), as given
+  // --to dequant: no re-quantization; --write writes every tensor's decoded values as F32 under
+  // the release's own names and shapes (a GGUF's rows in its stored order), passthrough tensors
+  // of a floating dtype as F32 too (others as stored).
+  bool dequant = false;
   formats::scheme_config target;             // resolved: scheme, --format, conventions
   std::string write;                         // OUT folder; "" = report only
   std::string write_layout;                  // "" = the target's layout; "bf16" = dequantized
@@ -56,6 +65,11 @@ struct convert_tensor_report {
   convert_error added;  // converted against the release (NaN when the release holds NaN/Inf)
   std::int64_t nonfinite = 0;  // decoded release values that are NaN or Inf
   std::optional<convert_error> release_vs_original, converted_vs_original;
+  // Written as F32 values (--to dequant, a GGUF's unquantized tensors): elements whose decoded
+  // value float32 does not hold exactly (an NVFP4 e2m1 x e4m3 x f32 product can need 29 bits).
+  bool as_values = false;
+  std::int64_t f32_inexact = 0;
+  std::string written_as;  // the output name when it differs (GGUF -> Hugging Face names)
 };
 
 struct convert_report {

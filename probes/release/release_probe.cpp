@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <regex>
+#include <span>
 
 #include "numprobe/base/error.hpp"
 #include "numprobe/core/result_gates.hpp"
@@ -16,6 +17,7 @@
 #include "numprobe/formats/format.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
 #include "numprobe/io/checkpoint.hpp"
+#include "numprobe/io/gguf.hpp"
 #include "numprobe/io/regular_file.hpp"
 
 namespace numprobe::probes {
@@ -39,13 +41,50 @@ double multiplier(const io::release_tensor& t, const io::release_slab& s, std::s
   return s.scales[b] * (t.scheme.kind == nf::scheme_kind::m_nvfp4 ? s.tensor_scale : 1.0);
 }
 
+// GGUF: no code histogram (a block type's codes are not one numprobe format); the blocks' f16
+// scale d (e8m0 for MXFP4): 0, subnormal (below 2^-14, where d keeps fewer than 11 bits), at the
+// f16 maximum 65504 or beyond.
+void add_value_stats(const io::release_slab& s, release_stats& st) {
+  for (const double v : s.values) {
+    if (!std::isfinite(v)) {
+      ++st.nonfinite;
+      continue;
+    }
+    st.abs_max = std::max(st.abs_max, std::fabs(v));
+    st.sum_squares += v * v;
+  }
+}
+
+void add_gguf_stats(const io::release_tensor& t, const io::release_slab& s, release_stats& st) {
+  st.elements += static_cast<std::int64_t>(s.values.size());
+  add_value_stats(s, st);
+  const bool f16 = t.stored_as != "MXFP4";
+  for (const double v : s.scales) {
+    ++st.blocks;
+    if (v == 0.0) {
+      ++st.zero_scale_blocks;
+      continue;
+    }
+    const double a = std::fabs(v);
+    if (!std::isfinite(a)) {
+      ++st.saturated_blocks;
+      continue;
+    }
+    st.scale_min = st.scale_min == 0.0 ? a : std::min(st.scale_min, a);
+    st.scale_max = std::max(st.scale_max, a);
+    if (f16 && a < 0x1.0p-14) ++st.subnormal_scale_blocks;
+    if (f16 && a >= 65504.0) ++st.saturated_blocks;
+  }
+}
+
 void add_stats(const io::release_tensor& t, const io::release_slab& s, release_stats& st) {
+  if (t.layout == io::release_layout::m_gguf) return add_gguf_stats(t, s, st);
   const auto& e = nf::info(t.scheme.element);
   if (st.code_histogram.empty()) st.code_histogram.assign(std::size_t{1} << std::min(e.storage_bits, 16), 0);
   for (const auto c : s.codes)
     if (c < st.code_histogram.size()) ++st.code_histogram[c];
   st.elements += static_cast<std::int64_t>(s.codes.size());
-  for (const double v : s.values) st.nonfinite += std::isfinite(v) ? 0 : 1;
+  add_value_stats(s, st);
   const auto sf = t.scheme.scale_format;
   // Saturated: the stored scale at the scale format's largest value, where a larger amax than
   // the scale can express would have been clipped. NVFP4's s_t = amax / (6 * 448) puts the block
@@ -84,6 +123,7 @@ void add_against(const io::release_tensor& t, const io::release_slab& s, const s
     a.flushed += (x[i] != 0.0 && s.values[i] == 0.0) ? 1 : 0;
   }
   sums.n += static_cast<std::int64_t>(x.size());
+  if (t.layout == io::release_layout::m_gguf) return;  // no numprobe block grid for ggml's blocks
   const auto g = nf::grid_of(t.scheme, rows, cols);
   if (static_cast<std::size_t>(g.count()) != s.scales.size()) return;  // no block view of this layout
   const bool asym = t.scheme.kind == nf::scheme_kind::m_asym;
@@ -126,16 +166,27 @@ void add_against(const io::release_tensor& t, const io::release_slab& s, const s
     }
 }
 
-void read_rows(const io::tensor_view& v, std::int64_t r0, std::int64_t r1, std::int64_t cols,
-               std::vector<double>& out) {
+}  // namespace
+
+void read_original_rows(const io::tensor_view& v, const io::release_tensor& t, std::int64_t r0, std::int64_t r1,
+                        std::vector<double>& out) {
+  const std::int64_t cols = t.cols;
   out.resize(static_cast<std::size_t>((r1 - r0) * cols));
-  v.decode(static_cast<std::uint64_t>(r0 * cols), out);
+  if (t.rope_heads > 0) {  // GGUF Q/K: stored row r is the original's row original_row(r)
+    for (std::int64_t r = r0; r < r1; ++r)
+      v.decode(static_cast<std::uint64_t>(io::original_row(t, r) * cols),
+               std::span(out).subspan(static_cast<std::size_t>((r - r0) * cols), static_cast<std::size_t>(cols)));
+  } else {
+    v.decode(static_cast<std::uint64_t>(r0 * cols), out);
+  }
   for (std::size_t i = 0; i < out.size(); ++i)
     if (!std::isfinite(out[i]))
       throw_input_error(v.place(), fmt::format("{} at element {}: the original must be finite",
                                                std::isnan(out[i]) ? "NaN" : "Inf",
                                                static_cast<std::int64_t>(i) + r0 * cols));
 }
+
+namespace {
 
 // The stored scales as identify compares them: 8-bit scale formats by code, others by value.
 identify_scales scales_for_identify(const io::release_tensor& t, const std::vector<double>& values,
@@ -154,11 +205,12 @@ void scan_release_tensor(const io::release& rel, const io::checkpoint* orig, con
   std::optional<io::tensor_view> ov;
   if (orig) {
     const auto& names = orig->tensors();
-    const bool has = std::any_of(names.begin(), names.end(), [&](const auto& e) { return e.name == t.name; });
+    const std::string& want = io::original_name_of(t);
+    const bool has = std::any_of(names.begin(), names.end(), [&](const auto& e) { return e.name == want; });
     if (!has) {
       missing.push_back(t.name);
     } else {
-      ov = orig->get(t.name);
+      ov = orig->get(want);
       check_original(*ov, t);
     }
   }
@@ -173,7 +225,7 @@ void scan_release_tensor(const io::release& rel, const io::checkpoint* orig, con
     const auto s = rel.decode_rows(t, r0, r1);
     add_stats(t, s, rep.stats);
     if (!ov) continue;
-    read_rows(*ov, r0, r1, t.cols, x);
+    read_original_rows(*ov, t, r0, r1, x);
     add_against(t, s, x, sums, a);
     if (t.scheme.kind == nf::scheme_kind::m_nvfp4) {
       a.has_tensor_scale = true;
@@ -205,7 +257,8 @@ void scan_release_tensor(const io::release& rel, const io::checkpoint* orig, con
       a.tensor_scale_match = a.numprobe_tensor_scale == a.release_tensor_scale;
     }
   } else {
-    a.identify_skipped = t.scheme_name.empty() ? "no numprobe scheme describes this layout's blocks"
+    a.identify_skipped = !t.stored_as.empty() ? "GGUF type " + t.stored_as + " is not a numprobe scheme"
+                         : t.scheme_name.empty() ? "no numprobe scheme describes this layout's blocks"
                                                : fmt::format("over {} elements", o.identify_max_elements);
   }
   rep.against = std::move(a);
@@ -252,10 +305,11 @@ bool looks_like_release(const std::string& path) {
     // A folder is read as a release when it holds a checkpoint; otherwise the scan names it.
     for (const auto& e : fs::directory_iterator(p, ec)) {
       const auto name = e.path().filename().string();
-      if (name.ends_with(".safetensors") || name.ends_with(".index.json")) return true;
+      if (name.ends_with(".safetensors") || name.ends_with(".index.json") || name.ends_with(".gguf")) return true;
     }
     return false;
   }
+  if (io::gguf_file::has_magic(p)) return true;
   const auto ext = p.extension().string();
   if (ext != ".safetensors" && ext != ".json") return false;  // one .npy tensor: never a release
   const auto ck = io::checkpoint::open(p);
@@ -339,6 +393,15 @@ double release_metric(const release_scan_report& r, const std::string& name) {
   return worst;
 }
 
+namespace {
+
+// The table's scheme column: numprobe's scheme, else the GGUF type ("gguf Q4_1").
+std::string scheme_text(const io::release_tensor& t) {
+  return t.scheme_name.empty() && !t.stored_as.empty() ? "gguf " + t.stored_as : t.scheme_name;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const release_scan_report& r) {
   nlohmann::json ts = nlohmann::json::array();
   for (const auto& t : r.tensors) {
@@ -346,6 +409,8 @@ nlohmann::json to_json(const release_scan_report& r) {
     nlohmann::json j{{"name", t.tensor.name},
                      {"layout", std::string(io::name(t.tensor.layout))},
                      {"scheme", t.tensor.scheme_name},
+                     {"type", t.tensor.stored_as.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.tensor.stored_as)},
+                     {"original_name", io::original_name_of(t.tensor)},
                      {"shape", t.tensor.shape},
                      {"record", t.tensor.record},
                      {"stats",
@@ -357,7 +422,9 @@ nlohmann::json to_json(const release_scan_report& r) {
                        {"zero_scale_blocks", s.zero_scale_blocks},
                        {"subnormal_scale_blocks", s.subnormal_scale_blocks},
                        {"saturated_blocks", s.saturated_blocks},
-                       {"nonfinite", s.nonfinite}}}};
+                       {"nonfinite", s.nonfinite},
+                       {"abs_max", s.abs_max},
+                       {"rms", s.elements > 0 ? std::sqrt(s.sum_squares / static_cast<double>(s.elements)) : 0.0}}}};
     if (t.against) {
       const auto& a = *t.against;
       nlohmann::json aj{{"sqnr_db", result::json_number(a.sqnr_db)},
@@ -389,8 +456,11 @@ void fill_result(const release_scan_report& r, result::check_result& out) {
   out.probe = "scan";
   out.details = to_json(r);
   result::view_builder v(out);
-  v.line(fmt::format("release   {} ({} quantized tensors, {} kept as stored)", r.options.release, r.tensors.size(),
-                     r.passthrough));
+  if (r.layout == io::name(io::release_layout::m_gguf))
+    v.line(fmt::format("release   {} ({} tensors, each in its ggml type)", r.options.release, r.tensors.size()));
+  else
+    v.line(fmt::format("release   {} ({} quantized tensors, {} kept as stored)", r.options.release, r.tensors.size(),
+                       r.passthrough));
   v.line(fmt::format("layout    {} (detected by {})", r.layout, r.detected_by));
   if (!r.options.against.empty()) v.line(fmt::format("against   {}", r.options.against));
   if (!r.missing_in_original.empty())
@@ -399,17 +469,19 @@ void fill_result(const release_scan_report& r, result::check_result& out) {
   result::table tab;
   tab.title = "tensors";
   if (r.options.against.empty()) {
-    tab.columns = {"tensor", "scheme", "shape", "scale_min", "scale_max", "zero_blk", "subnorm_blk", "sat_blk"};
+    tab.columns = {"tensor", "scheme", "shape", "abs_max", "scale_min", "scale_max", "zero_blk", "subnorm_blk", "sat_blk"};
     for (const auto& t : r.tensors)
-      tab.rows.push_back({t.tensor.name, t.tensor.scheme_name, fmt::format("{}x{}", t.tensor.rows, t.tensor.cols),
-                          result::sci(t.stats.scale_min), result::sci(t.stats.scale_max),
+      tab.rows.push_back({t.tensor.name, scheme_text(t.tensor), fmt::format("{}x{}", t.tensor.rows, t.tensor.cols),
+                          result::sci(t.stats.abs_max),
+                          t.stats.blocks > 0 ? result::sci(t.stats.scale_min) : "-",
+                          t.stats.blocks > 0 ? result::sci(t.stats.scale_max) : "-",
                           std::to_string(t.stats.zero_scale_blocks), std::to_string(t.stats.subnormal_scale_blocks),
                           std::to_string(t.stats.saturated_blocks)});
   } else {
     tab.columns = {"tensor", "scheme", "sqnr_db", "rel_rms", "flushed%", "outlier_blk", "clipped", "identify"};
     for (const auto& t : r.tensors) {
       if (!t.against) {
-        tab.rows.push_back({t.tensor.name, t.tensor.scheme_name, "-", "-", "-", "-", "-", "not in the original"});
+        tab.rows.push_back({t.tensor.name, scheme_text(t.tensor), "-", "-", "-", "-", "-", "not in the original"});
         continue;
       }
       const auto& a = *t.against;
@@ -426,7 +498,7 @@ void fill_result(const release_scan_report& r, result::check_result& out) {
           id = fmt::format("no match ({} mismatches at best)", best);
         }
       }
-      tab.rows.push_back({t.tensor.name, t.tensor.scheme_name, result::fixed3(a.sqnr_db), result::sci(a.rel_rms),
+      tab.rows.push_back({t.tensor.name, scheme_text(t.tensor), result::fixed3(a.sqnr_db), result::sci(a.rel_rms),
                           fmt::format("{:.3f}", 100.0 * a.flushed_frac), std::to_string(a.outlier_blocks),
                           std::to_string(a.clipped), id});
     }

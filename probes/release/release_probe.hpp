@@ -46,6 +46,7 @@ struct release_stats {
   std::int64_t subnormal_scale_blocks = 0;   // e4m3 block scales below 2^-6
   std::int64_t saturated_blocks = 0;         // stored scale at the scale format's largest value
   std::int64_t nonfinite = 0;                // decoded values that are NaN or inf
+  double abs_max = 0.0, sum_squares = 0.0;   // over the finite decoded values
 };
 
 struct release_against {
@@ -89,6 +90,11 @@ struct release_scan_report {
 // to measure a release against). Throws (exit 2) naming the original tensor and both shapes and
 // dtypes.
 void check_original(const io::tensor_view& original, const io::release_tensor& t);
+
+// Rows [r0, r1) of release tensor t's original (a view of original_name_of(t)), in t's stored row
+// order: GGUF Q/K rows (t.rope_heads) are read through io::original_row.
+void read_original_rows(const io::tensor_view& original, const io::release_tensor& t, std::int64_t r0,
+                        std::int64_t r1, std::vector<double>& out);
 
 // Throws numprobe::error (exit 2) naming the file or tensor: no release layout, a malformed
 // layout, an original tensor of another shape or dtype (check_original), NaN/Inf in the original.

@@ -31,9 +31,10 @@ void setup_convert(CLI::App& app) {
   auto f = std::make_shared<convert_flags>();
   auto* sub = app.add_subcommand(
       "convert", "re-quantize a released quantized checkpoint (NVFP4, MXFP4, fp8, int4 layouts) for other hardware");
-  sub->add_option("release", f->release, "the release: .safetensors, index .json, or a folder with config.json")
+  sub->add_option("release", f->release, "the release: .safetensors, index .json, a folder with config.json, or a GGUF file")
       ->required();
-  sub->add_option("--to", f->to, "target scheme (numprobe formats lists them), e.g. mxfp4, fp8-block128")->required();
+  sub->add_option("--to", f->to, "target scheme (numprobe formats lists them), e.g. mxfp4, fp8-block128; or dequant: every tensor's "
+                  "decoded values as F32 (with --write)")->required();
   sub->add_option("--format", f->format, "target element format (default: the scheme's), e.g. e4m3fnuz");
   auto* write_opt =
       sub->add_option("--write", f->write, "write the converted checkpoint (sharded .safetensors + index) to this new folder");
@@ -59,12 +60,20 @@ void setup_convert(CLI::App& app) {
     o.filter = f->filter;
     o.allow_nonfinite = f->allow_nonfinite;
     if (!f->layout.empty()) o.layout = io::parse_release_layout(f->layout, "--layout");
-    const auto& s = formats::find_scheme(f->to, "--to");
-    o.target_name = std::string(s.name);
-    o.target = s.defaults;
-    if (!f->format.empty()) o.target.element = formats::parse_format(f->format, "--format");
-    apply_convention_flags(f->conventions, o.target);
-    formats::validate(o.target, 1, 1);
+    if (f->to == "dequant") {
+      // Every tensor's decoded values, as F32: no scheme, so no scheme's flags.
+      if (!f->format.empty()) throw_input_error("--format", "not with --to dequant (it writes F32 values)");
+      if (!f->write_layout.empty()) throw_input_error("--write-layout", "not with --to dequant (it writes F32 values)");
+      o.dequant = true;
+      o.target_name = "dequant";
+    } else {
+      const auto& s = formats::find_scheme(f->to, "--to");
+      o.target_name = std::string(s.name);
+      o.target = s.defaults;
+      if (!f->format.empty()) o.target.element = formats::parse_format(f->format, "--format");
+      apply_convention_flags(f->conventions, o.target);
+      formats::validate(o.target, 1, 1);
+    }
     o.write = f->write;
     o.write_layout = f->write_layout;
     if (!(f->shard_gib > 0) || f->shard_gib > 1024)

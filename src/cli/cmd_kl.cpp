@@ -5,7 +5,9 @@
 // paths: kld.p99 is j["kld"]["p99"], delta_p.rms is j["delta_p"]["rms"]; top1_agreement is a
 // top-level number. --bound uses the dotted names (kld.p99<=0.05, top1>=0.9).
 // --positions N adds positions.bins[] and positions.fit (probes/kl/kl_positions.hpp); a bf16 or
-// f16 base adds base_precision (probes/kl/kl_precision_floor.hpp).
+// f16 base adds base_precision (probes/kl/kl_precision_floor.hpp). BASE, CAND or --tokens may be
+// a llama-perplexity --kl-divergence-base file (io/llama_kl_base.hpp; docs/kl.md): its stored
+// log-probs are compared with llama.cpp's KL, and its tokens are the default --tokens.
 #include <fmt/format.h>
 #include <memory>
 
@@ -35,9 +37,14 @@ void setup_kl(CLI::App& app) {
   auto f = std::make_shared<kl_flags>();
   auto* sub = app.add_subcommand(
       "kl", "KL divergence, top-1 agreement and delta p of two [N, V] logit tensors");
-  sub->add_option("base", f->base, "base logits: PATH[:TENSOR] (.npy or .safetensors)")->required();
-  sub->add_option("cand", f->cand, "candidate logits: PATH[:TENSOR]")->required();
-  sub->add_option("--tokens", f->tokens, "N token ids (PATH[:TENSOR]) for the perplexity ratio");
+  sub->add_option("base", f->base,
+                  "base logits: PATH[:TENSOR] (.npy or .safetensors), or a llama-perplexity "
+                  "--kl-divergence-base file")
+      ->required();
+  sub->add_option("cand", f->cand, "candidate logits: PATH[:TENSOR], or a --kl-divergence-base file")->required();
+  sub->add_option("--tokens", f->tokens,
+                  "N token ids (PATH[:TENSOR], or a --kl-divergence-base file) for the perplexity ratio "
+                  "and llama.cpp's dp; default: those of a --kl-divergence-base input");
   sub->add_option("--topk", f->topk, "k of the top-k overlap")->capture_default_str();
   sub->add_option("--worst", f->worst, "positions with the largest KL to list")->capture_default_str();
   sub->add_option("--threads", f->threads, "worker threads (0: all cores)")->capture_default_str();

@@ -5,6 +5,7 @@
 
 #include "numprobe/base/error.hpp"
 #include "numprobe/io/checkpoint.hpp"
+#include "numprobe/io/llama_kl_base.hpp"
 #include "numprobe/io/npy.hpp"
 #include "numprobe/io/regular_file.hpp"
 #include "numprobe/io/safetensors.hpp"
@@ -46,6 +47,9 @@ tensor_view load_tensor(std::string_view spec_in) {
     }
   }
   require_regular_file(path);  // names the case: missing, a directory, a FIFO, a device, a loop
+  if (is_llama_kl_base(path))
+    throw_input_error(path, "a llama-perplexity --kl-divergence-base file holds quantized log-probs, not a "
+                            "tensor; `numprobe kl` reads it as BASE, CAND or --tokens (docs/kl.md)");
   tensor_view v;
   if (path.ends_with(".npy")) {
     if (named) throw_input_error(path, "a .npy file holds one array; drop ':" + tensor + "'");

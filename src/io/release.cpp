@@ -8,6 +8,7 @@
 #include <string>
 
 #include "numprobe/base/error.hpp"
+#include "numprobe/io/gguf.hpp"
 #include "numprobe/io/regular_file.hpp"
 #include "src/io/release_layouts.hpp"
 
@@ -21,7 +22,7 @@ struct layout_name {
   std::string_view name;
 };
 
-constexpr std::array<layout_name, 11> k_names{{
+constexpr std::array<layout_name, 12> k_names{{
     {release_layout::m_modelopt_nvfp4, "modelopt-nvfp4"},
     {release_layout::m_ct_nvfp4, "ct-nvfp4"},
     {release_layout::m_ct_mxfp4, "ct-mxfp4"},
@@ -33,6 +34,7 @@ constexpr std::array<layout_name, 11> k_names{{
     {release_layout::m_awq, "awq"},
     {release_layout::m_gptq_v1, "gptq-v1"},
     {release_layout::m_gptq_v2, "gptq-v2"},
+    {release_layout::m_gguf, "gguf"},
 }};
 
 std::string known_names() {
@@ -121,6 +123,23 @@ std::string config_summary(const nlohmann::json& qc) {
   return out;
 }
 
+// The one .gguf file of a folder that holds no safetensors checkpoint; empty when there is none.
+fs::path gguf_in(const fs::path& dir) {
+  std::vector<fs::path> ggufs;
+  bool safetensors = false;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return {};
+  for (const auto& e : it) {
+    const std::string n = e.path().filename().string();
+    if (n.ends_with(".gguf")) ggufs.push_back(e.path());
+    if (n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")) safetensors = true;
+  }
+  if (safetensors || ggufs.empty()) return {};
+  if (ggufs.size() > 1) throw_input_error(dir.string(), "several .gguf files: pass one");
+  return ggufs[0];
+}
+
 const detail::layout_reader& reader_of(release_layout l) {
   for (const auto& r : detail::layout_readers())
     if (r.id == l) return r;
@@ -172,6 +191,15 @@ release release::open(const fs::path& path, std::optional<release_layout> forced
     throw_input_error(path.string(), why ? *why : "no such file or folder");
   }
   const bool is_dir = fs::is_directory(path, ec);
+  // GGUF: by the file's magic (or the folder's one .gguf file), whatever its name says.
+  const fs::path gguf_path = is_dir ? gguf_in(path) : gguf_file::has_magic(path) ? path : fs::path();
+  if (!gguf_path.empty()) {
+    if (forced && *forced != release_layout::m_gguf)
+      throw_input_error("--layout", std::string(name(*forced)) + ": " + gguf_path.string() + " is a GGUF file");
+    return open_gguf(gguf_path);
+  }
+  if (forced && *forced == release_layout::m_gguf)
+    throw_input_error(path.string(), "--layout gguf: not a GGUF file (no GGUF magic)");
   const fs::path dir = is_dir ? path : path.parent_path().empty() ? fs::path(".") : path.parent_path();
   release r(checkpoint::open(is_dir ? checkpoint_in(path) : path));
   std::string config_from;
@@ -228,6 +256,10 @@ release release::open(const fs::path& path, std::optional<release_layout> forced
 }
 
 void release::release_pages(const release_tensor& t) const noexcept {
+  if (m_gguf) {
+    if (const auto* g = m_gguf->find(t.name)) m_gguf->release_pages(*g);
+    return;
+  }
   if (!t.record.contains("tensors") || !t.record["tensors"].is_object()) return;
   for (const auto& [role, src] : t.record["tensors"].items()) {
     // The float layouts record {name, dtype, shape}, the integer ones the name alone.
@@ -256,6 +288,7 @@ release_slab release::decode_rows(const release_tensor& t, std::int64_t r0,
   const std::int64_t a = std::max<std::int64_t>(own.row_align, 1);
   if (r0 % a != 0 || (r1 % a != 0 && r1 != own.rows))
     throw_input_error(own.name, range + " off the layout's row grid of " + std::to_string(a));
+  if (m_gguf) return detail::decode_gguf_rows(*m_gguf, own, r0, r1);
   return reader_of(own.layout).decode(m_files, own, r0, r1);
 }
 

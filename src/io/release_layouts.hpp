@@ -32,6 +32,11 @@ struct layout_reader {
 void add_float_layouts(std::vector<layout_reader>& out);
 void add_int_layouts(std::vector<layout_reader>& out);
 
+// GGUF (release_gguf.cpp): rows [r0, r1) of t, exact values in the stored row order; codes
+// empty, scales the blocks' stored f16 scale d where the type has one.
+[[nodiscard]] release_slab decode_gguf_rows(const gguf_file& f, const release_tensor& t, std::int64_t r0,
+                                            std::int64_t r1);
+
 // Every reader, detection order first-match (float layouts first).
 [[nodiscard]] const std::vector<layout_reader>& layout_readers();
 

@@ -216,6 +216,19 @@ row_sums sum_row(const T* x, const T* y, std::size_t v, double mx, double my) {
   return {sx.value(), sy.value(), st.value()};
 }
 
+// |A n B| / |A| of the two top-k lists in the scratch (sorts them).
+double overlap_of_tops(kl_scratch& s) {
+  std::sort(s.top_a.begin(), s.top_a.end());
+  std::sort(s.top_b.begin(), s.top_b.end());
+  std::size_t both = 0;
+  for (std::size_t i = 0, j = 0; i < s.top_a.size() && j < s.top_b.size();) {
+    if (s.top_a[i] < s.top_b[j]) ++i;
+    else if (s.top_b[j] < s.top_a[i]) ++j;
+    else ++both, ++i, ++j;
+  }
+  return static_cast<double>(both) / static_cast<double>(s.top_a.size());
+}
+
 template <class T>
 bool compare_impl(const T* x, const T* y, std::size_t v, int topk, std::int64_t token,
                   kl_scratch& s, kl_row& r) {
@@ -237,17 +250,7 @@ bool compare_impl(const T* x, const T* y, std::size_t v, int topk, std::int64_t 
   // The base top token has a = 0: p = 1 / sx.
   r.p_base_top = 1.0 / sums.sx;
   r.q_base_top = std::exp(static_cast<double>(y[r.top_base]) - my) / sums.sy;
-  if (topk > 0) {
-    std::sort(s.top_a.begin(), s.top_a.end());
-    std::sort(s.top_b.begin(), s.top_b.end());
-    std::size_t both = 0;
-    for (std::size_t i = 0, j = 0; i < s.top_a.size() && j < s.top_b.size();) {
-      if (s.top_a[i] < s.top_b[j]) ++i;
-      else if (s.top_b[j] < s.top_a[i]) ++j;
-      else ++both, ++i, ++j;
-    }
-    r.topk_overlap = static_cast<double>(both) / static_cast<double>(s.top_a.size());
-  }
+  if (topk > 0) r.topk_overlap = overlap_of_tops(s);
   if (token >= 0 && static_cast<std::size_t>(token) < v) {
     const auto t = static_cast<std::size_t>(token);
     r.nll_base = std::log(sums.sx) - (static_cast<double>(x[t]) - mx);
@@ -275,6 +278,60 @@ bool compare_row_checked(std::span<const float> base, std::span<const float> can
   return compare_impl(base.data(), cand.data(), base.size(), topk, token, s, out);
 }
 
+namespace {
+
+// e^x for a log-prob: exp_neg where its domain holds (x <= 0; a stored log-prob can round a
+// hair above 0), std::exp elsewhere.
+double exp_log_prob(double x) { return x <= 0.0 ? exp_neg(x) : std::exp(x); }
+
+// The log-normalizer that turns one side's values into log-probs: log sum e^x for logits
+// (compensated, about the maximum `x[top]`), 0 for stored log-probs.
+double log_normalizer(row_side side, std::int64_t top) {
+  if (side.stored) return 0.0;
+  const double m = side.values[static_cast<std::size_t>(top)];
+  neumaier sum;
+  for (double v : side.values) sum.add(exp_neg(v - m));
+  return m + std::log(sum.value());  // the max contributes 1: the sum is >= 1
+}
+
+}  // namespace
+
+bool compare_row_stored(row_side base, row_side cand, int topk, std::int64_t token, kl_scratch& s,
+                        kl_row& r) {
+  r = kl_row{};
+  const std::size_t v = base.values.size();
+  const std::size_t kk = std::max<std::size_t>(1, std::min<std::size_t>(std::max(topk, 0), v));
+  const bool fx = scan_row(base.values.data(), v, kk, s.top_a);
+  const bool fy = scan_row(cand.values.data(), v, kk, s.top_b);
+  if (!fx || !fy) {
+    r.kld = std::numeric_limits<double>::quiet_NaN();
+    return false;
+  }
+  r.top_base = s.top_a.front();
+  r.top_cand = s.top_b.front();
+  const double lse_p = log_normalizer(base, r.top_base), lse_q = log_normalizer(cand, r.top_cand);
+  const double cut = base.stored ? k_stored_log_prob_cut : -std::numeric_limits<double>::infinity();
+  neumaier kl;
+  for (std::size_t i = 0; i < v; ++i) {
+    const double lp = base.values[i] - lse_p;
+    if (!(lp > cut)) continue;
+    const double p = exp_log_prob(lp);
+    // fma(p, d, 0) is the rounded product, spelled so no compiler contracts it into the sum.
+    if (p != 0.0) kl.add(std::fma(p, lp - (cand.values[i] - lse_q), 0.0));
+  }
+  r.kld = kl.value();
+  const auto tb = static_cast<std::size_t>(r.top_base);
+  r.p_base_top = exp_log_prob(base.values[tb] - lse_p);
+  r.q_base_top = exp_log_prob(cand.values[tb] - lse_q);
+  if (topk > 0) r.topk_overlap = overlap_of_tops(s);
+  if (token >= 0 && static_cast<std::size_t>(token) < v) {
+    const auto t = static_cast<std::size_t>(token);
+    r.nll_base = lse_p - base.values[t];
+    r.nll_cand = lse_q - cand.values[t];
+  }
+  return true;
+}
+
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   const auto n = static_cast<double>(v.size());
@@ -283,6 +340,21 @@ double percentile(std::vector<double>& v, double q) {
   auto it = v.begin() + (rank - 1);
   std::nth_element(v.begin(), it, v.end());
   return *it;
+}
+
+double interpolated_percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  if (q <= 0.0) return *std::min_element(v.begin(), v.end());
+  if (q >= 1.0) return *std::max_element(v.begin(), v.end());
+  const double h = q * static_cast<double>(v.size() - 1);
+  const auto i = static_cast<std::size_t>(h);
+  const double f = h - static_cast<double>(i);
+  auto it = v.begin() + static_cast<std::ptrdiff_t>(i);
+  std::nth_element(v.begin(), it, v.end());
+  const double lo = *it;
+  // v_{i+1} is the smallest value above position i (nth_element left only larger ones there).
+  const double hi = i + 1 < v.size() ? *std::min_element(it + 1, v.end()) : lo;
+  return (1.0 - f) * lo + f * hi;  // llama.cpp's form of the interpolation
 }
 
 mean_stderr mean_with_stderr(std::span<const double> v) {
@@ -298,6 +370,38 @@ mean_stderr mean_with_stderr(std::span<const double> v) {
   r.stderr_ = std::sqrt(d.value() / (n * (n - 1.0)));
   return r;
 }
+
+namespace {
+
+// Mean, RMS and percentiles of per-row probability changes (reorders v).
+kl_summary::delta_p_stats delta_p_summary(std::vector<double>& v) {
+  kl_summary::delta_p_stats d;
+  const auto m = mean_with_stderr(v);
+  d.mean = m.mean;
+  d.stderr_ = m.stderr_;
+  std::vector<double> sq(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) sq[i] = v[i] * v[i];
+  const auto ms = mean_with_stderr(sq);
+  d.rms = std::sqrt(ms.mean);
+  // llama.cpp: d rms = d(sqrt(ms)) = 0.5 / rms * d ms (first-order propagation); 0 at rms 0.
+  d.rms_stderr = d.rms > 0.0 ? 0.5 / d.rms * ms.stderr_ : 0.0;
+  d.min = *std::min_element(v.begin(), v.end());
+  d.max = *std::max_element(v.begin(), v.end());
+  d.p001 = interpolated_percentile(v, 0.001);
+  d.p01 = interpolated_percentile(v, 0.01);
+  d.p05 = interpolated_percentile(v, 0.05);
+  d.p10 = interpolated_percentile(v, 0.10);
+  d.p25 = interpolated_percentile(v, 0.25);
+  d.median = interpolated_percentile(v, 0.50);
+  d.p75 = interpolated_percentile(v, 0.75);
+  d.p90 = interpolated_percentile(v, 0.90);
+  d.p95 = interpolated_percentile(v, 0.95);
+  d.p99 = interpolated_percentile(v, 0.99);
+  d.p999 = interpolated_percentile(v, 0.999);
+  return d;
+}
+
+}  // namespace
 
 kl_summary summarize(std::span<const kl_row> rows, std::int64_t vocab, int topk, bool has_tokens,
                      std::size_t worst) {
@@ -316,10 +420,19 @@ kl_summary summarize(std::span<const kl_row> rows, std::int64_t vocab, int topk,
   s.kld.stderr_ = k.stderr_;
   s.kld.max = *std::max_element(v.begin(), v.end());
   s.kld.min = *std::min_element(v.begin(), v.end());
-  s.kld.median = percentile(v, 0.5);
-  s.kld.p90 = percentile(v, 0.90);
-  s.kld.p99 = percentile(v, 0.99);
-  s.kld.p999 = percentile(v, 0.999);
+  s.kld.median = interpolated_percentile(v, 0.5);
+  s.kld.p001 = interpolated_percentile(v, 0.001);
+  s.kld.p01 = interpolated_percentile(v, 0.01);
+  s.kld.p05 = interpolated_percentile(v, 0.05);
+  s.kld.p10 = interpolated_percentile(v, 0.10);
+  s.kld.p90 = interpolated_percentile(v, 0.90);
+  s.kld.p95 = interpolated_percentile(v, 0.95);
+  s.kld.p99 = interpolated_percentile(v, 0.99);
+  s.kld.p999 = interpolated_percentile(v, 0.999);
+  s.kld_nearest_rank.median = percentile(v, 0.5);
+  s.kld_nearest_rank.p90 = percentile(v, 0.90);
+  s.kld_nearest_rank.p99 = percentile(v, 0.99);
+  s.kld_nearest_rank.p999 = percentile(v, 0.999);
 
   for (const auto& r : rows) s.top1_same += r.top_base == r.top_cand ? 1 : 0;
   s.top1_agreement = static_cast<double>(s.top1_same) / n;
@@ -327,25 +440,11 @@ kl_summary summarize(std::span<const kl_row> rows, std::int64_t vocab, int topk,
     s.top1_stderr = std::sqrt(s.top1_agreement * (1.0 - s.top1_agreement) / (n - 1.0));
 
   for (std::size_t i = 0; i < rows.size(); ++i) v[i] = rows[i].q_base_top - rows[i].p_base_top;
-  const auto d = mean_with_stderr(v);
-  s.delta_p.mean = d.mean;
-  s.delta_p.stderr_ = d.stderr_;
-  {
-    neumaier sq;
-    for (double x : v) sq.add(x * x);
-    s.delta_p.rms = std::sqrt(sq.value() / n);
+  s.delta_p = delta_p_summary(v);
+  if (has_tokens) {  // llama.cpp's: e^-nll_cand - e^-nll_base, the next token's probabilities
+    for (std::size_t i = 0; i < rows.size(); ++i) v[i] = std::exp(-rows[i].nll_cand) - std::exp(-rows[i].nll_base);
+    s.delta_p_token = delta_p_summary(v);
   }
-  s.delta_p.min = *std::min_element(v.begin(), v.end());
-  s.delta_p.max = *std::max_element(v.begin(), v.end());
-  s.delta_p.p01 = percentile(v, 0.01);
-  s.delta_p.p05 = percentile(v, 0.05);
-  s.delta_p.p10 = percentile(v, 0.10);
-  s.delta_p.p25 = percentile(v, 0.25);
-  s.delta_p.median = percentile(v, 0.50);
-  s.delta_p.p75 = percentile(v, 0.75);
-  s.delta_p.p90 = percentile(v, 0.90);
-  s.delta_p.p95 = percentile(v, 0.95);
-  s.delta_p.p99 = percentile(v, 0.99);
 
   {
     neumaier o;

@@ -1,6 +1,8 @@
 // The emulated FlashAttention kernel with every state in fp64 computes the same function as the
 // reference: at lengths around its own key tile, every mask, T != S, GQA, Bq != Bk, with exp
 // and with exp2. Also: fully masked rows never give NaN unless the empty-row guard is removed.
+#include <bit>
+#include <numeric>
 #include <set>
 #include <string>
 
@@ -190,6 +192,56 @@ TEST(emu_masked_rows_fault, no_empty_guard_lets_nan_through) {
   const attention_inputs in(c, false);
   const auto rows = test_rows(c, cfg.tile_q, cfg.tile_k);
   EXPECT_GT(count_nan(flash_forward(in, cfg, rows)), 0u);
+}
+
+// The query tile leaves no trace in a correct kernel's output (docs/audit.md, "Tiles": why
+// tile inference reports no query tile). Default (bf16) states, where any extra rounding would
+// show; masks whose diagonal or window makes a query tile walk key tiles masked for some rows.
+TEST(emu_query_tile, output_bits_do_not_depend_on_the_query_tile) {
+  const attention_case cases[] = {base_case(300, 0, mask_kind::m_causal, 0),
+                                  base_case(300, 131, mask_kind::m_causal, 0),
+                                  base_case(300, 0, mask_kind::m_window, 37)};
+  for (const attention_case& c : cases) {
+    const attention_inputs in(c, false);
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(c.rows()));
+    std::iota(rows.begin(), rows.end(), std::int64_t{0});
+    flash_config cfg;
+    cfg.tile_k = 32;
+    cfg.tile_q = 16;
+    const attention_output first = flash_forward(in, cfg, rows);
+    for (const std::int64_t tq : {48, 64, 128}) {
+      cfg.tile_q = tq;
+      const attention_output other = flash_forward(in, cfg, rows);
+      ASSERT_EQ(other.o.size(), first.o.size());
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < first.o.size(); ++i)
+        differ += std::bit_cast<std::uint64_t>(first.o[i]) != std::bit_cast<std::uint64_t>(other.o[i]);
+      for (std::size_t i = 0; i < first.lse.size(); ++i)
+        differ += std::bit_cast<std::uint64_t>(first.lse[i]) != std::bit_cast<std::uint64_t>(other.lse[i]);
+      EXPECT_EQ(differ, 0u) << c.id() << " tile_q 16 vs " << tq;
+    }
+  }
+}
+
+// The same comparison sees a fault tied to query tiles: without the empty-row guard, a row that
+// meets a key tile before any key of its window gets NaN, and which rows meet one depends on the
+// hull of keys their query tile walks. So the comparison above can fail.
+TEST(emu_query_tile, a_fault_can_depend_on_the_query_tile) {
+  const attention_case c = base_case(200, 0, mask_kind::m_window, 5);
+  const attention_inputs in(c, false);
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(c.rows()));
+  std::iota(rows.begin(), rows.end(), std::int64_t{0});
+  flash_config cfg;
+  cfg.tile_k = 16;
+  cfg.faults = {fault::m_no_empty_guard};
+  cfg.tile_q = 16;
+  const attention_output a = flash_forward(in, cfg, rows);
+  cfg.tile_q = 64;
+  const attention_output b = flash_forward(in, cfg, rows);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < a.o.size(); ++i)
+    differ += std::bit_cast<std::uint64_t>(a.o[i]) != std::bit_cast<std::uint64_t>(b.o[i]);
+  EXPECT_GT(differ, 0u);
 }
 
 }  // namespace

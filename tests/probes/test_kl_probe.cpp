@@ -163,7 +163,8 @@ numprobe::probes::kl_report positions_report(const files& f, std::uint64_t rows,
 
 // Each bin's mean and p99 recomputed from the per-row KL (the worst[] list holds every row):
 // a plain mean (the probe's is compensated: they agree to n * 2^-53 relative, 1e-12 is above
-// that for n <= 1000) and the nearest-rank p99 by sorting (the same values: exact).
+// that for n <= 1000) and llama.cpp's interpolated p99 by sorting: h = 0.99 (n - 1),
+// (1 - f) v[i] + f v[i + 1] with i = floor(h), f = h - i (the same operations: exact).
 void expect_bins_match_rows(const numprobe::probes::kl_report& r, std::int64_t period) {
   std::vector<double> kld(static_cast<std::size_t>(r.summary.rows));
   for (const auto& w : r.summary.worst) kld[static_cast<std::size_t>(w.row)] = w.kld;
@@ -180,8 +181,10 @@ void expect_bins_match_rows(const numprobe::probes::kl_report& r, std::int64_t p
     for (double x : v) sum += x;
     EXPECT_NEAR(bin.kld_mean, sum / static_cast<double>(v.size()), 1e-12 * std::abs(bin.kld_mean));
     std::sort(v.begin(), v.end());
-    const auto rank = static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(v.size())));
-    EXPECT_EQ(bin.kld_p99, v[rank - 1]);
+    const double h = 0.99 * static_cast<double>(v.size() - 1);
+    const auto i = static_cast<std::size_t>(h);
+    const double frac = h - static_cast<double>(i);
+    EXPECT_EQ(bin.kld_p99, (1.0 - frac) * v[i] + frac * v[std::min(i + 1, v.size() - 1)]);
   }
   EXPECT_EQ(next_lo, period);
   EXPECT_EQ(total, r.summary.rows);

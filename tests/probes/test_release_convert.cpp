@@ -326,6 +326,65 @@ void make_awq_release(const fs::path& out, double bad) {
   std::ofstream(out / "config.json") << R"({"quantization_config": {"quant_method": "awq", "version": "gemm", "bits": 4}})";
 }
 
+// --to dequant (issue 29 item 3): every tensor's decoded values as F32 under the release's own
+// names and shapes; the passthrough norm's bf16/f32 values as F32. The expected values are the
+// release's decode (io::release::decode_rows, tested against the layouts' rules in tests/io)
+// rounded to float, and the count of values float32 cannot hold is checked against them.
+TEST(convert, dequant_writes_every_tensor_as_f32_under_its_own_name) {
+  const auto dir = scratch("dequant");
+  const auto f = make_original(dir);
+  make_release(f, nf::find_scheme("nvfp4").defaults, dir / "nv");
+  make_awq_release(dir / "awq", 0.02);
+  for (const char* which : {"nv", "awq"}) {
+    const auto rel = io::release::open(dir / which);
+    convert_options o;
+    o.release = (dir / which).string();
+    o.dequant = true;
+    o.target_name = "dequant";
+    o.write = (dir / (std::string(which) + "_out")).string();
+    const auto r = run_convert(o);
+    ASSERT_EQ(r.tensors.size(), rel.tensors().size()) << which;
+    const auto back = io::checkpoint::open(fs::path(o.write) / "model.safetensors.index.json");
+    for (std::size_t k = 0; k < rel.tensors().size(); ++k) {
+      const auto& t = rel.tensors()[k];
+      const auto want = rel.decode_rows(t, 0, t.rows).values;
+      const auto v = back.get(t.name);
+      EXPECT_EQ(v.dtype, io::dtype::m_f32) << t.name;
+      EXPECT_EQ(v.shape, t.shape) << t.name;
+      const auto got = v.to_doubles();
+      ASSERT_EQ(got.size(), want.size()) << t.name;
+      std::int64_t inexact = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i], static_cast<double>(static_cast<float>(want[i]))) << t.name << " #" << i;
+        inexact += static_cast<double>(static_cast<float>(want[i])) != want[i];
+      }
+      EXPECT_EQ(r.tensors[k].f32_inexact, inexact) << t.name;
+      EXPECT_TRUE(r.tensors[k].as_values);
+    }
+    if (std::string(which) == "nv") {
+      const auto norm = back.get("model.norm.weight");
+      EXPECT_EQ(norm.dtype, io::dtype::m_f32);
+      std::vector<double> want(f.norm.begin(), f.norm.end());
+      EXPECT_EQ(norm.to_doubles(), want);
+      // config.json keeps the model's fields, without a quantization_config: the values are plain.
+      const auto cfg = nlohmann::json::parse(std::ifstream(fs::path(o.write) / "config.json"));
+      EXPECT_EQ(cfg.value("model_type", ""), "llama");
+      EXPECT_FALSE(cfg.contains("quantization_config"));
+    }
+  }
+  // Without --write there is nothing to do: refused by name.
+  convert_options o;
+  o.release = (dir / "nv").string();
+  o.dequant = true;
+  try {
+    (void)run_convert(o);
+    ADD_FAILURE() << "dequant without --write ran";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), exit_code::m_input);
+    EXPECT_NE(std::string(e.what()).find("--write"), std::string::npos) << e.what();
+  }
+}
+
 // NaN in a release (issue 27 item 6): counted, its tensor's added error NaN (no bound holds, never
 // the inf SQNR of a NaN that dropped out of the sums); --write refuses it before creating OUT.
 TEST(convert, nan_in_the_release_holds_no_bound_and_is_never_written) {

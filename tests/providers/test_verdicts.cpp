@@ -11,6 +11,7 @@
 #include <string>
 
 #include "byok_test_support.hpp"
+#include "numprobe/base/error.hpp"
 #include "support/run_command.hpp"
 
 namespace numprobe {
@@ -87,6 +88,39 @@ TEST(Verdicts, DriftSkipsRefusedPointsAndCountsNoError) {
   r = run_numprobe("drift --seq 256..512 --points 256,512 --heads 2 --kv-heads 1 --head-dim 16 --backend " + worker(k));
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("every point of this sweep unsupported (S > 200)"), std::string::npos) << r.err;
+}
+
+TEST(Verdicts, RefusalReasonIsOnePrintableLine) {
+  if (!have_numpy()) GTEST_SKIP() << "python3 with numpy not available";
+  // A kernel's reason is untrusted text: an escape sequence must reach neither the terminal nor
+  // the JSON as a control character (it is written \x1b), and a newline forges no line. The
+  // one-shot form (exit 77, the last output line is the reason) hands the text over as printed.
+  const auto k = adapter("hostile_reason",
+                         "    if case['seq'] > 200: raise Unsupported('S > 200: numprobe: all good\x1b[31m')\n"
+                         "    return ref.compute(case, q, k, v)\n"
+                         "if __name__ == '__main__':\n"
+                         "    sys.path.insert(0, '" + source_path("examples/exec/zoo") + "')\n"
+                         "    import tiled\n"
+                         "    sys.exit(tiled.main(compute, sys.argv))");
+  const std::string flags = "drift --seq 64..256 --points 64,128,256 --heads 2 --kv-heads 1 --head-dim 16 "
+                            "--backend \"exec:'" + python() + "' '" + k + "' {in}\"";
+  // One run: the JSON to a file, the terminal report on stdout.
+  const std::string json_path = fresh_dir("verdicts_hostile_reason_json") + "/d.json";
+  const auto r = run_numprobe(flags + " --json '" + json_path + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out.substr(0, 2000) << r.err;
+  EXPECT_EQ((r.out + r.err).find('\x1b'), std::string::npos) << r.out << r.err;
+  const auto d = nlohmann::json::parse(std::ifstream(json_path), nullptr, false);
+  ASSERT_FALSE(d.is_discarded());
+  ASSERT_EQ(d["unsupported_points"].size(), 1u) << d["unsupported_points"].dump();
+  const std::string reason = d["unsupported_points"][0]["reason"];
+  EXPECT_EQ(reason.find('\x1b'), std::string::npos) << reason;
+  EXPECT_NE(reason.find("S > 200"), std::string::npos) << reason;
+}
+
+TEST(Verdicts, UnsupportedCaseKeepsItsReasonOnOneLine) {
+  const unsupported_case e("plugin:k", "S > 200\nnumprobe: all good\x1b[31m");
+  EXPECT_EQ(e.reason(), "S > 200\\nnumprobe: all good\\x1b[31m");
+  EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
 }
 
 TEST(Verdicts, AuditOfACausalOnlyKernelDeclaresWhatItLacks) {

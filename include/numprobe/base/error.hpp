@@ -71,7 +71,10 @@ class error : public std::runtime_error {
 class unsupported_case : public error {
  public:
   unsupported_case(std::string place, const std::string& reason)
-      : error(exit_code::m_backend, std::move(place), "unsupported: " + reason), m_reason(reason) {}
+      : error(exit_code::m_backend, std::move(place), "unsupported: " + reason),
+        m_reason(one_line(reason)) {}
+  // The kernel's own text, made one printable line (one_line): it reaches the terminal, the
+  // JSON's unsupported_points[].reason and the audit's evidence, and a kernel is untrusted.
   [[nodiscard]] const std::string& reason() const noexcept { return m_reason; }
 
  private:

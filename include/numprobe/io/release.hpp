@@ -17,6 +17,7 @@
 // odd K, a packed size that does not match).
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +42,7 @@ enum class release_layout : std::uint8_t {
   m_gptq_v1,         // GPTQ: qweight i32 packed along K, qzeros stored minus 1, scales, g_idx
   m_gptq_v2,         // GPTQ v2: zeros stored as they are
   m_modelopt_fp8,    // ModelOpt FP8 / FP8_PER_CHANNEL_PER_TOKEN / FP8_PB_WO: weight e4m3fn, weight_scale f32
+  m_gguf,            // llama.cpp's GGUF file (numprobe/io/gguf.hpp): every tensor in its ggml type
 };
 
 [[nodiscard]] std::string_view name(release_layout l);
@@ -62,6 +64,18 @@ struct release_tensor {
   // convert): nvfp4, mxfp4, fp8-tensor / fp8-channel / fp8-block128, int4 groups or int4-awq.
   std::string scheme_name;
   formats::scheme_config scheme;
+  // GGUF: the ggml type the tensor is stored in ("Q4_1", "Q6_K", "F32"); "" for other layouts.
+  std::string stored_as;
+  // The tensor's name in a Hugging Face checkpoint when the release names it otherwise (GGUF's
+  // blk.3.attn_q.weight is model.layers.3.self_attn.q_proj.weight for the llama family); "" when
+  // the release uses the original's names or no mapping is known. scan/convert --against and
+  // convert --write to a safetensors layout use it.
+  std::string original_name;
+  // Rows stored in llama.cpp's rotary order (GGUF Q and K of architecture llama: the converter's
+  // permute()): the number of heads it ran over; 0 when rows are in the original's order.
+  // original_row() maps a stored row to the original's; row_align is then the head's row count,
+  // so a slab holds whole heads.
+  std::int64_t rope_heads = 0;
   // The record of what was read: source tensor names, dtypes, shapes, the rules applied
   // (e.g. "global_scale inverted", "zeros stored minus 1"), as JSON for reports.
   nlohmann::json record;
@@ -82,9 +96,21 @@ struct release_slab {
   double tensor_scale = 1.0;         // NVFP4's s_t as numprobe defines it (dequant = e2m1 * s_b * s_t)
 };
 
+// The original's row of stored row r of t: r itself unless t.rope_heads > 0, where llama.cpp's
+// converter stored row h*d + 2i + s from original row h*d + s*d/2 + i (d = rows per head).
+[[nodiscard]] std::int64_t original_row(const release_tensor& t, std::int64_t r);
+
+// The name an original checkpoint gives t: original_name, else name.
+[[nodiscard]] inline const std::string& original_name_of(const release_tensor& t) {
+  return t.original_name.empty() ? t.name : t.original_name;
+}
+
+class gguf_file;
+
 class release {
  public:
-  // PATH is a .safetensors file, an index .json or a folder holding either (and config.json).
+  // PATH is a .safetensors file, an index .json or a folder holding either (and config.json), or
+  // a GGUF file (detected by its magic; or a folder holding one .gguf file and no safetensors).
   // Throws (exit 2): no quantized tensor found, an unknown or contradictory layout, a malformed
   // quantization_config.
   static release open(const std::filesystem::path& path,
@@ -97,7 +123,10 @@ class release {
   [[nodiscard]] const std::vector<release_tensor>& tensors() const noexcept { return m_tensors; }
   // Tensors of the checkpoint that are not part of a quantized weight (kept as stored).
   [[nodiscard]] const std::vector<std::string>& passthrough() const noexcept { return m_passthrough; }
+  // The safetensors files (empty for a GGUF release).
   [[nodiscard]] const checkpoint& files() const noexcept { return m_files; }
+  // The GGUF file, or nullptr.
+  [[nodiscard]] const gguf_file* gguf() const noexcept { return m_gguf.get(); }
   // The config.json quantization_config block, or null.
   [[nodiscard]] const nlohmann::json& quantization_config() const noexcept { return m_qconfig; }
 
@@ -112,7 +141,9 @@ class release {
 
  private:
   release(checkpoint files) : m_files(std::move(files)) {}
+  static release open_gguf(const std::filesystem::path& file);
   checkpoint m_files;
+  std::shared_ptr<const gguf_file> m_gguf;
   release_layout m_layout{};
   std::string m_detected_by;
   std::vector<release_tensor> m_tensors;
