@@ -138,6 +138,69 @@ def make_fixtures(t):
     write(os.path.join(t, "result_garbage.json"), "not json")
     write(os.path.join(t, "result_other.json"), json.dumps({"tool": "other"}))
     make_release_fixtures(t)
+    make_gguf_fixtures(t)
+
+
+def gguf_string(s):
+    b = s.encode("utf-8") if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(tensors, kvs=(), version=3, align=32, counts=None):
+    """A GGUF image, byte by byte (ggml's gguf.cpp layout): tensors are (name, ne, type, data)
+    with offsets laid out at `align`, or (name, ne, type, data, offset) to force one; kvs are
+    raw (key, type, value bytes). counts=(n_tensors, n_kv) overrides the header's counts."""
+    out = b"GGUF" + struct.pack("<I", version)
+    nt, nk = counts if counts else (len(tensors), len(kvs))
+    out += struct.pack("<QQ", nt, nk)
+    for key, vtype, raw in kvs:
+        out += gguf_string(key) + struct.pack("<I", vtype) + raw
+    data, at = b"", 0
+    for t in tensors:
+        name, ne, ttype, blob = t[:4]
+        off = t[4] if len(t) > 4 else at
+        out += gguf_string(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        out += struct.pack("<IQ", ttype, off)
+        if len(t) <= 4:
+            data += blob + b"\0" * (-len(blob) % align)
+            at = len(data)
+    out += b"\0" * (-len(out) % align)
+    return out + data
+
+
+def q8_0_blocks(n_blocks, scale=0.01):
+    return b"".join(struct.pack("<e", scale) + bytes((i * 7 + 3) % 256 for i in range(32)) for _ in range(n_blocks))
+
+
+def make_gguf_fixtures(t):
+    """GGUF files for cases_gguf.txt (issue 29): one valid llama-shaped file, then one defect each."""
+    arch = ("general.architecture", 8, gguf_string("llama"))
+    norm = ("blk.0.attn_norm.weight", [64], 0, f32([1.0] * 64))
+    q = ("blk.0.attn_q.weight", [64, 4], 8, q8_0_blocks(8))
+    write(os.path.join(t, "ok.gguf"), gguf([norm, q], [arch]))
+    write(os.path.join(t, "model.bin"), gguf([norm, q], [arch]))  # detected by magic, not by name
+    nan = ("blk.0.attn_q.weight", [64, 4], 8, q8_0_blocks(7) + struct.pack("<e", float("nan")) + bytes(32))
+    write(os.path.join(t, "nan_scale.gguf"), gguf([norm, nan], [arch]))
+    full = gguf([norm, q], [arch])
+    write(os.path.join(t, "trunc_header.gguf"), full[:20])
+    write(os.path.join(t, "trunc_data.gguf"), full[:-40])
+    write(os.path.join(t, "kv_huge.gguf"), gguf([norm], [arch], counts=(1, 1 << 62)))
+    write(os.path.join(t, "tensors_huge.gguf"), gguf([norm], [arch], counts=(1 << 61, 1)))
+    write(os.path.join(t, "str_huge.gguf"), b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1 << 60) + b"k" * 64)
+    write(os.path.join(t, "dims5.gguf"), gguf([("x", [2, 2, 2, 2, 2], 0, f32([1.0] * 32))]))
+    write(os.path.join(t, "ne_overflow.gguf"), gguf([("x", [1 << 40, 1 << 40], 0, f32([1.0] * 4))]))
+    write(os.path.join(t, "offset_past.gguf"), gguf([("x", [4], 0, f32([1.0] * 4), 1 << 40)]))
+    write(os.path.join(t, "overlap.gguf"), gguf([("a", [16], 0, b"", 0), ("b", [16], 0, b"", 32)]) + f32([0.5] * 24))
+    write(os.path.join(t, "type99.gguf"), gguf([("x", [32], 99, bytes(64))]))
+    write(os.path.join(t, "iq2.gguf"), gguf([("blk.0.attn_q.weight", [256, 1], 16, bytes(66))]))
+    write(os.path.join(t, "v1.gguf"), gguf([norm], version=1))
+    write(os.path.join(t, "align0.gguf"), gguf([norm], [("general.alignment", 4, struct.pack("<I", 0))]))
+    write(os.path.join(t, "align3.gguf"), gguf([norm], [("general.alignment", 4, struct.pack("<I", 3))]))
+    write(os.path.join(t, "dup.gguf"), gguf([norm, norm]))
+    write(os.path.join(t, "esc_name.gguf"), gguf([("x\x1b[31m\ny", [4], 99, bytes(16))]))
+    write(os.path.join(t, "nested.gguf"), gguf([norm], [("k", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 4, 0))]))
+    write(os.path.join(t, "orig_q_wrong.safetensors"),
+          safetensors({"model.layers.0.self_attn.q_proj.weight": ("F32", [64, 4], f32([0.5] * 256))}))
 
 
 def f16(values):
