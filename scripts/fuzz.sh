@@ -21,7 +21,7 @@ if [[ -n "${FUZZ_BUILD_DIR:-}" ]]; then
 else
   out="${2:-$root/build-fuzz}"
 fi
-targets=(fuzz_npy fuzz_safetensors fuzz_case_id fuzz_scenario)
+targets=(fuzz_npy fuzz_safetensors fuzz_gguf fuzz_case_id fuzz_scenario)
 
 cxx="${CXX_FUZZ:-}"
 if [[ -z "$build" && -z "$cxx" ]]; then
@@ -60,6 +60,20 @@ seed_npy bf16 "{'descr': '<V2', 'fortran_order': False, 'shape': (1, 2), }" '\x8
 seed_npy u1 "{'descr': '|u1', 'fortran_order': False, 'shape': (), }" '\x07'
 seed_st f32 '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' '\x00\x00\xc0\x3f\x00\x00\x80\xbf'
 seed_st mixed '{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"q":{"dtype":"F4","shape":[4],"data_offsets":[4,6]},"s":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[6,9]}}' '\x80\x3f\x00\xc0\x21\x43\x01\x02\x03'
+seed_gguf() {  # seed_gguf NAME BYTES(printf-escaped): a whole GGUF image
+  mkdir -p "$out/corpus_fuzz_gguf"
+  printf "$2" > "$out/corpus_fuzz_gguf/$1"
+}
+# GGUF v3: one key (general.name = "m"), one tensor 'w' with ne = [4, 2] of type T and offset 0;
+# header 24 + key 33 + info 41 = 98 bytes, padded to 128, then the data.
+gguf_one() {  # gguf_one TYPE DATA_BYTES(printf-escaped) NE0 NE1
+  printf '%s' "GGUF$(le 4 3)$(le 8 1)$(le 8 1)$(le 8 12)general.name$(le 4 8)$(le 8 1)m"
+  printf '%s' "$(le 8 1)w$(le 4 2)$(le 8 "$3")$(le 8 "$4")$(le 4 "$1")$(le 8 0)"
+  printf '%s' "$(le 8 0)$(le 8 0)$(le 8 0)$(le 6 0)$2"
+}
+q8_quants="$(le 8 1157442765409226768)"  # 0x1010101010101010
+seed_gguf f32 "$(gguf_one 0 "$(le 4 1069547520)$(le 4 3212836864)$(le 8 0)$(le 8 0)$(le 8 0)" 4 2)"
+seed_gguf q8_0 "$(gguf_one 8 "$(le 2 15360)$q8_quants$q8_quants$q8_quants$q8_quants" 32 1)"
 
 # Text parsers (issue 15): case ids and scenario TOML.
 seed_txt() {  # seed_txt TARGET NAME TEXT
@@ -91,7 +105,7 @@ build_standalone() {
     "$cxx" "${flags[@]}" "$root/tests/fuzz/$1.cpp" "$root"/src/core/attention_case.cpp \
       "$root"/src/core/id_fields.cpp "$root"/src/formats/*.cpp -lfmt -o "$out/$1"
   else
-    "$cxx" "${flags[@]}" "$root/tests/fuzz/$1.cpp" "${sources[@]}" -o "$out/$1"
+    "$cxx" "${flags[@]}" "$root/tests/fuzz/$1.cpp" "${sources[@]}" -lfmt -o "$out/$1"
   fi
 }
 

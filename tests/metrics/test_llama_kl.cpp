@@ -379,8 +379,6 @@ TEST(llama_kl_probe, statistics_match_llama_cpp_kl_divergence) {
   const auto kl = llama_mean_unc(sum_kld, sum_kld2, n);
   EXPECT_NEAR(s.kld.mean, kl.first, 2e-5);
   EXPECT_NEAR(s.kld.stderr_, kl.second, 2e-3 * kl.second);  // one formula; float-rounded inputs
-  std::printf("DBG mean %.9g vs %.9g; p99 %.9g nr %.9g llama %.9g; p999 %.9g nr %.9g llama %.9g; med %.9g nr %.9g; same %zu/%zu; rms %.9g dp_top_rms %.9g\n", s.kld.mean, kl.first, s.kld.p99, s.kld_nearest_rank.p99, llama_percentile(klds, 0.99f), s.kld.p999, s.kld_nearest_rank.p999, llama_percentile(klds,0.999f), s.kld.median, s.kld_nearest_rank.median, same, n, s.delta_p_token.rms, s.delta_p.rms);
-  double maxd = 0; for (std::int64_t r = 0; r < s.rows; ++r) { (void)r; } (void)maxd;
   const float median = n % 2 == 0 ? 0.5f * (klds[n / 2] + klds[n / 2 - 1]) : klds[n / 2];
   EXPECT_NEAR(s.kld.median, median, 2e-5);
   EXPECT_NEAR(s.kld.p99, llama_percentile(klds, 0.990f), 2e-5);
