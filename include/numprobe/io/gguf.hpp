@@ -128,7 +128,8 @@ class gguf_file {
   // Validates an image already in memory or mapped (fuzzing, tests).
   static gguf_file parse(std::shared_ptr<const mapped_file> file);
 
-  // Whether the first four bytes of PATH are "GGUF" (false for a missing or short file).
+  // Whether PATH is a regular file whose first four bytes are "GGUF" (false for a missing or short
+  // file, and for a FIFO or device, which is never opened here).
   [[nodiscard]] static bool has_magic(const std::filesystem::path& path);
 
   [[nodiscard]] std::uint32_t version() const noexcept { return m_version; }
