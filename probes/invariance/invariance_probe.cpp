@@ -192,8 +192,9 @@ class invariance_runner {
         side s;
         s.rows = iota_rows(at * T, T);
         s.positions = iota_rows(0, T);
-        s.label = fmt::format("{} member {} of {} (others: seeds {}+1..{}){}", in->c().id(), at, b, base.seed,
-                              b - 1, note);
+        s.label = b == 1 ? fmt::format("{} as a batch of 1{}", in->c().id(), note)
+                         : fmt::format("{} member {} of {} (others: seeds {}..{}){}", in->c().id(), at, b,
+                                       base.seed + 1, base.seed + static_cast<std::uint64_t>(b - 1), note);
         s.po = po;
         s.in = std::move(in);
         record(c, fmt::format("{}B={} member {}", note.empty() ? "" : note.substr(1) + " ", b, at), alone, o_alone,
