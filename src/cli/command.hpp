@@ -24,5 +24,6 @@ void setup_convert(CLI::App& app);
 void setup_kl(CLI::App& app);
 void setup_run(CLI::App& app);
 void setup_merge(CLI::App& app);
+void setup_invariance(CLI::App& app);
 
 }  // namespace numprobe::cli

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   cli::setup_kl(app);
   cli::setup_run(app);
   cli::setup_merge(app);
+  cli::setup_invariance(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

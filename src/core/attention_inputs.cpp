@@ -281,4 +281,36 @@ std::vector<double> attention_inputs::q_all() const {
   return q_rows_impl(m_case, rows, false);
 }
 
+attention_inputs concatenate_batch(std::span<const attention_inputs* const> members) {
+  if (members.empty()) throw_input_error("batch", "no members to concatenate");
+  attention_case c = members.front()->c();
+  const auto shape_of = [](attention_case m) {
+    m.seed = 0;
+    m.batch = 1;
+    return m.id();
+  };
+  const std::string shape = shape_of(c);
+  bool exact = true;
+  std::int64_t batch = 0;
+  for (const attention_inputs* m : members) {
+    if (shape_of(m->c()) != shape)
+      throw_input_error("batch", fmt::format("member {} has another shape than {}", m->c().id(), c.id()));
+    exact = exact && m->has_exact();
+    batch += m->c().batch;
+  }
+  std::vector<double> q, k, v;
+  for (const attention_inputs* m : members) {
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(m->c().rows()));
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
+    const std::vector<double> mq = exact ? m->q_rows_exact(rows) : m->q_rows(rows);
+    q.insert(q.end(), mq.begin(), mq.end());
+    const auto mk = exact ? m->k_exact() : m->k();
+    const auto mv = exact ? m->v_exact() : m->v();
+    k.insert(k.end(), mk.begin(), mk.end());
+    v.insert(v.end(), mv.begin(), mv.end());
+  }
+  c.batch = batch;
+  return attention_inputs(c, std::move(q), std::move(k), std::move(v));
+}
+
 }  // namespace numprobe

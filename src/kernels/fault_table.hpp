@@ -33,6 +33,11 @@ enum class fault : std::uint8_t {
   m_index_wrap,       // the key row is addressed through a 15-bit index: key j reads row j mod 2^15
   m_wave_width,       // row max/sum reduced by a 32-wide butterfly on a 64-wide wavefront
   m_empty_split_nan,  // decode: an empty split writes O_i = 0/0 and the merge weights it by 0
+  // issue 30: invariance (same request, same bits); docs/emulator_faults.md
+  m_split_heuristic,  // decode: the split count follows batch x heads x query tiles (FA2's heuristic)
+  m_atomic_order,     // prefill: key tiles are added in an order drawn per call, as atomics add
+  m_decode_path,      // prefill: a T = 1 call walks its key tiles in reverse (another kernel's order)
+  m_chunk_rescale,    // prefill: with 1 < T < S the running max restarts at the chunk's first tile
 };
 
 // The running max's start under m_finite_sentinel, in the emulators' logit units (the GPU
@@ -62,7 +67,7 @@ struct fault_entry {
 };
 
 inline constexpr std::uint8_t k_emu_all = k_emu_forward | k_emu_decode;
-inline constexpr std::array<fault_entry, 18> k_fault_table{{
+inline constexpr std::array<fault_entry, 22> k_fault_table{{
     {fault::m_skip_rescale, "skip-rescale", 1u << 0, k_emu_forward | k_gpu_forward},
     {fault::m_stale_max, "stale-max", 1u << 1, k_emu_forward | k_gpu_forward},
     {fault::m_rowsum_bf16, "rowsum-bf16", 1u << 2, k_emu_all | k_emu_softmax | k_gpu_forward | k_gpu_softmax},
@@ -81,6 +86,10 @@ inline constexpr std::array<fault_entry, 18> k_fault_table{{
     {fault::m_index_wrap, "index-wrap", 1u << 9, k_emu_all | k_gpu_forward | k_gpu_decode},
     {fault::m_wave_width, "wave-width", 0, k_emu_forward},
     {fault::m_empty_split_nan, "empty-split-nan", 1u << 10, k_emu_decode | k_gpu_decode},
+    {fault::m_split_heuristic, "split-heuristic", 0, k_emu_decode},
+    {fault::m_atomic_order, "atomic-order", 0, k_emu_forward},
+    {fault::m_decode_path, "decode-path", 0, k_emu_forward},
+    {fault::m_chunk_rescale, "chunk-rescale", 0, k_emu_forward},
 }};
 
 // The table is indexed by the enum: entry i describes fault i.

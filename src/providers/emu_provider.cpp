@@ -58,6 +58,7 @@ class emu_provider final : public attention_provider {
     for (const auto& [name, dtype] : m_opts.states)
       emu::set_state(cfg.states, name, formats::parse_format(dtype, "--state " + name));
     m_cfg.states = cfg.states;
+    cfg.call_seed = ++m_calls;  // atomic-order draws its tile order per call
     if (m_decode) {
       emu::decode_config d = m_dcfg;
       d.states = cfg.states;
@@ -147,6 +148,7 @@ class emu_provider final : public attention_provider {
   provider_options m_opts;
   bool m_opaque = false;  // tiles() reports {0, 0}; the kernel still runs with its tile
   bool m_decode = false;
+  std::uint64_t m_calls = 0;
   emu::decode_config m_dcfg;
   emu::flash_config m_cfg;
   formats::format_id m_input = formats::format_id::m_bf16;

@@ -77,6 +77,10 @@ std::vector<command_case> cases() {
       {"kvcache", "kvcache",
        "kvcache --seq 256,512 --kv-format e4m3fn --kv-scale tensor --scale-mult 1 --calib 0" + k_small + " --queries 2",
        0, "/points/0/seq"},
+      {"invariance", "invariance",
+       "invariance --backend emu --tile 32x32 --seq 65 --heads 2 --kv-heads 1 --head-dim 16 --batch-sizes 1,3"
+       " --inject chunk-rescale --require chunk",
+       1, "/invariance/3/ulp_histogram"},
       {"formats", "formats", "formats", 0, "/formats/0/name"},
       {"formats_show", "formats show", "formats show e5m2", 0, "/codes/0/code"},
       {"backends", "backends", "backends", 0, "/backends/0/name"},

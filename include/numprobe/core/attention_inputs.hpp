@@ -79,4 +79,13 @@ class attention_inputs {
   shared_values m_q_exact; // likewise, as given
 };
 
+// The batch whose members are `members`, in order: member j's Q rows are flat rows
+// [j*T, (j+1)*T) and its K/V positions [j*S, (j+1)*S), bit for bit those of members[j] (each
+// member a batch of 1, or of any size: their batches are concatenated). Members may differ in
+// seed only; every other field of their cases must agree (an input error names the first that
+// does not). The result is given-tensor inputs: its case is the first member's with the total
+// batch, its exact tensors are the members' exact ones where all have them. Invariance (issue 30)
+// builds "this sequence inside a batch of others" with it.
+[[nodiscard]] attention_inputs concatenate_batch(std::span<const attention_inputs* const> members);
+
 }  // namespace numprobe

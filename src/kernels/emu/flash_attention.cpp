@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "numprobe/base/error.hpp"
+#include "numprobe/base/rng.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/emu/flash_mask.hpp"
 #include "src/kernels/emu/kv_scales.hpp"
@@ -267,7 +268,38 @@ class flash_runner {
     }
 
 
-    for (std::int64_t j = tile_first; j < tile_last; ++j) {
+    // The order the key tiles are walked in. Online softmax is exact in any order, so a
+    // different order changes rounding only: atomic-order draws it per call (each tile sorted by
+    // a hash of the call's seed and its index, so every subset of tiles keeps one relative
+    // order), decode-path reverses it for T = 1 calls (a decode kernel with its own order).
+    std::vector<std::int64_t> tile_order;
+    for (std::int64_t j = tile_first; j < tile_last; ++j) tile_order.push_back(j);
+    if (m_cfg.has(fault::m_atomic_order))
+      std::sort(tile_order.begin(), tile_order.end(), [&](std::int64_t a, std::int64_t b) {
+        return counter_hash(m_cfg.call_seed, 30, static_cast<std::uint64_t>(a)) <
+               counter_hash(m_cfg.call_seed, 30, static_cast<std::uint64_t>(b));
+      });
+    else if (m_cfg.has(fault::m_decode_path) && m_c.t() == 1)
+      std::reverse(tile_order.begin(), tile_order.end());
+    // chunk-rescale: a chunked prefill (1 < T < S) restarts its running state at the key tile
+    // holding the chunk's first key, and merges the two parts by their maxima at the end.
+    const std::int64_t chunk_tile = m_cfg.has(fault::m_chunk_rescale) && m_c.t() > 1 && m_c.t() < s_len
+                                        ? (s_len - m_c.t()) / bk
+                                        : -1;
+    std::vector<A> m1, l1;
+    row_matrix<GO> o1(chunk_tile >= 0 ? nq : 0, chunk_tile >= 0 ? dim : 0);
+
+    for (const std::int64_t j : tile_order) {
+      if (j == chunk_tile && j > tile_first) {
+        m1 = m;
+        l1 = l;
+        o1 = o;
+        std::fill(m.begin(), m.end(), m_init);
+        std::fill(m_prev.begin(), m_prev.end(), m_init);
+        std::fill(l.begin(), l.end(), A(0));
+        std::fill(seen.begin(), seen.end(), 0);
+        o.setZero();
+      }
       // Query vectors whose CTA walks this tile; chunks are sorted by row, so for monotone masks
       // they form one run and the GEMMs cover [a0, a1) with few idle rows.
       std::int64_t a0 = nq, a1 = 0;
@@ -364,6 +396,19 @@ class flash_runner {
         } else {
           for (std::int64_t e = 0; e < dim; ++e) o(v, e) = m_round_o(m_round_o(a * o(v, e)) + pv(v, e));
         }
+      }
+    }
+
+    if (!m1.empty()) {  // chunk-rescale: merge the part before the chunk and the chunk's part
+      for (std::int64_t v = 0; v < nq; ++v) {
+        const auto vi = static_cast<std::size_t>(v);
+        const A mx = std::max(m1[vi], m[vi]);
+        if (mx == -inf) continue;
+        const A a1 = m1[vi] == -inf ? A(0) : exp_fn(m1[vi] - mx), a2 = m[vi] == -inf ? A(0) : exp_fn(m[vi] - mx);
+        l[vi] = m_round_l(m_round_l(a1 * l1[vi]) + m_round_l(a2 * l[vi]));
+        for (std::int64_t e = 0; e < dim; ++e)
+          o(v, e) = m_round_o(m_round_o(static_cast<GO>(a1) * o1(v, e)) + m_round_o(static_cast<GO>(a2) * o(v, e)));
+        m[vi] = mx;
       }
     }
 

@@ -95,6 +95,9 @@ struct flash_config {
   // state m and l; columns of lanes 32..63 still enter P.V with p = exp(x - m). With W = 32 (an
   // NVIDIA warp) or key tiles of at most 32 columns the fault is exact.
   std::int64_t wavefront_width = 64;
+  // atomic-order: the seed of the key-tile order of this call. The provider draws a new one per
+  // call (a call counter), as atomics land in a scheduling-dependent order.
+  std::uint64_t call_seed = 0;
 
   [[nodiscard]] bool has(fault f) const;
   // Lanes whose values reach the row state: wavefront_width, or 32 under wave-width.

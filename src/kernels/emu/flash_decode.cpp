@@ -34,6 +34,28 @@ struct split_out {
 
 bool decode_config::has(fault f) const { return std::find(faults.begin(), faults.end(), f) != faults.end(); }
 
+std::int64_t fa2_num_splits(std::int64_t work, std::int64_t sms, std::int64_t n_blocks, std::int64_t max_splits) {
+  // FlashAttention-2's num_splits_heuristic (csrc/flash_attn/flash_api.cpp), restated: one
+  // split when the launch almost fills the machine; else the fewest splits whose wave
+  // efficiency (work x splits / SMs over its ceiling) reaches 85% of the best, counting only
+  // split counts that change the blocks per split.
+  if (static_cast<double>(work) >= 0.8 * static_cast<double>(sms)) return 1;
+  const std::int64_t top = std::max<std::int64_t>(1, std::min({max_splits, sms, n_blocks}));
+  const auto ceildiv = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  const auto eligible = [&](std::int64_t s) { return s == 1 || ceildiv(n_blocks, s) != ceildiv(n_blocks, s - 1); };
+  std::vector<double> eff(static_cast<std::size_t>(top) + 1, 0.0);
+  double best = 0.0;
+  for (std::int64_t s = 1; s <= top; ++s) {
+    if (!eligible(s)) continue;
+    const double waves = static_cast<double>(work * s) / static_cast<double>(sms);
+    eff[static_cast<std::size_t>(s)] = waves / std::ceil(waves);
+    best = std::max(best, eff[static_cast<std::size_t>(s)]);
+  }
+  for (std::int64_t s = 1; s <= top; ++s)
+    if (eligible(s) && eff[static_cast<std::size_t>(s)] >= 0.85 * best) return s;
+  return 1;
+}
+
 bool decode_fault_supported(fault f) { return kernels::applies(f, kernels::k_emu_decode); }
 
 std::string decode_config::describe(formats::format_id input) const {
@@ -121,6 +143,10 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
     return page * kv.page_size + r % kv.page_size;
   };
   const double log2e = std::numbers::log2e;
+  std::int64_t max_len = 0;
+  for (const std::int64_t len : lengths) max_len = std::max(max_len, len);
+  const std::int64_t heuristic_splits =
+      fa2_num_splits(c.batch * c.heads * ((T + 63) / 64), 2 * k_heuristic_sms, (max_len + bk - 1) / bk, 128);
   attention_output out = make_poisoned_output({rows.begin(), rows.end()}, c.heads, D);
   const auto n_items = static_cast<std::int64_t>(rows.size()) * c.heads;
 
@@ -135,8 +161,12 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
     for (std::int64_t d = 0; d < D; ++d) q[static_cast<std::size_t>(d)] = rq(q_rows[static_cast<std::size_t>((i * c.heads + h) * D + d)]);
     // Split geometry over the member's cached length (the same for all its queries).
     const std::int64_t tiles = (len + bk - 1) / bk;
-    const std::int64_t ss = cfg.split_size > 0 ? cfg.split_size : std::max<std::int64_t>(1, (tiles + cfg.splits - 1) / cfg.splits) * bk;
-    const std::int64_t n_splits = cfg.split_size > 0 ? std::max<std::int64_t>(1, (len + ss - 1) / ss) : cfg.splits;
+    // split-heuristic: the count is chosen per call from the launch's shape, so a sequence's
+    // split boundaries follow the batch it shares.
+    const std::int64_t want = cfg.has(fault::m_split_heuristic) ? heuristic_splits : cfg.splits;
+    const bool by_size = cfg.split_size > 0 && !cfg.has(fault::m_split_heuristic);
+    const std::int64_t ss = by_size ? cfg.split_size : std::max<std::int64_t>(1, (tiles + want - 1) / want) * bk;
+    const std::int64_t n_splits = by_size ? std::max<std::int64_t>(1, (len + ss - 1) / ss) : want;
     std::vector<split_out> parts(static_cast<std::size_t>(n_splits));
     std::vector<double> s(static_cast<std::size_t>(bk)), o(static_cast<std::size_t>(D));
     for (std::int64_t sp = 0; sp < n_splits; ++sp) {

@@ -36,6 +36,13 @@ struct decode_config {
 
 [[nodiscard]] bool decode_fault_supported(fault f);
 
+// split-heuristic: the SM count of the machine modelled (an H100 or H200 has 132; FA2 doubles it
+// for its 128-thread blocks) and FlashAttention-2's split count for `work` = batch x heads x
+// 64-query blocks over `n_blocks` key blocks (docs/emulator_faults.md).
+inline constexpr std::int64_t k_heuristic_sms = 132;
+[[nodiscard]] std::int64_t fa2_num_splits(std::int64_t work, std::int64_t sms, std::int64_t n_blocks,
+                                          std::int64_t max_splits);
+
 // A paged cache: [pages, page_size, Hkv, D] for K and V, pages handed out in a seeded shuffled
 // order through block_table [B, pages_per_seq]. Slots past each member's length, and spare
 // pages, hold NaN: a kernel that reads them leaks NaN into its output.
