@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -85,6 +86,14 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
   sub->add_option("--acc-promote", f.acc_promote, "fp8 MMA accumulator promoted to fp32 every N key tiles");
   sub->add_flag("--force-rescale", f.force_rescale,
                 "emu: rescale O and l on every key tile (disable-the-mechanism check)");
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
 
 std::int64_t parse_positive(const std::string& text, const std::string& flag) {

@@ -91,6 +91,8 @@ void add_default_bound_flag(CLI::App* sub, bool& off);
 // --rows all|N|auto; auto = `auto_rows` (0 = all).
 [[nodiscard]] row_sampling make_sampling(const case_flags& f, std::int64_t auto_rows);
 [[nodiscard]] std::int64_t parse_positive(const std::string& text, const std::string& flag);
+// The non-empty items of a comma list ("a,,b" is {"a", "b"}).
+[[nodiscard]] std::vector<std::string> split_list(const std::string& text);
 
 // The envelope every JSON document carries: schema_version, tool, version, git revision,
 // machine, seeds.

@@ -23,14 +23,6 @@ struct invariance_flags {
   std::string lengths;
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 std::vector<std::int64_t> positive_list(const std::string& text, const std::string& flag) {
   std::vector<std::int64_t> out;
   for (const auto& item : split_list(text)) out.push_back(parse_positive(item, flag));

@@ -34,15 +34,6 @@ struct scan_flags {
   convention_flags conventions;  // --preset, --scale-division, --scale-floor, --scale-arith, --rule
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 void setup_scan(CLI::App& app) {
