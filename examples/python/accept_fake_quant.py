@@ -4,6 +4,7 @@ run the original and the quantized model on the same text, and judge the differe
 
     python examples/python/accept_fake_quant.py [--model DIR] [--schemes nvfp4,mxfp4]
         [--preset modelopt,torchao] [--text FILE] [--seq 512] [--device cuda] [--json OUT]
+        [--sensitivity [linear|layer|type]] [--kl-bound kld.mean<=0.05] [--keep-precision base]
 
 For each scheme and convention asked for, every nn.Linear weight (lm_head included unless
 --keep-head) is replaced by numprobe.quantize(w, scheme, **conventions).dequant: the exact
@@ -15,6 +16,14 @@ The report per run: numprobe.kl of the base logits against the quantized ones (m
 p999, max, top-1 agreement, delta-p), the KL-by-position curve with its growth fit, and the
 scan's per-tensor table (SQNR, flushed, outlier blocks) sorted by the tensor's error. Exit 1
 when --bound is given and breached (e.g. --bound kld.p99<=0.05).
+
+--sensitivity answers which units fail first, which the per-tensor table cannot (its SQNRs lie
+within hundredths of a dB of each other on a real model): after the runs above, numprobe.acceptance
+quantizes one unit at a time (a linear, a decoder layer, or a projection type across layers),
+ranks the units by the KL of the model with only that unit quantized, and plans which units to
+keep at --keep-precision (base, bf16 or a scheme such as fp8-block128) so that --kl-bound holds,
+adding the worst-ranked unit back one at a time and measuring again; exit 1 when even that
+cannot meet the bound. It costs one forward pass per unit and per plan step.
 
 --model DIR loads a local Hugging Face checkpoint (nothing is downloaded: transformers runs with
 local_files_only). Without it a small Llama config with random initialisation is built
@@ -131,6 +140,11 @@ def main(argv=None):
     ap.add_argument("--worst", type=int, default=8)
     ap.add_argument("--bound", action="append", default=[], help="e.g. kld.p99<=0.05 (exit 1 when breached)")
     ap.add_argument("--json", help="write every run's KL and tensor table to this file")
+    ap.add_argument("--sensitivity", nargs="?", const="layer", choices=("linear", "layer", "type"),
+                    help="rank units by KL, one at a time, and plan what to keep (default unit: layer)")
+    ap.add_argument("--kl-bound", action="append", default=None,
+                    help="the plan's bound, repeatable (default kld.mean<=0.05, a placeholder: set your own)")
+    ap.add_argument("--keep-precision", default="base", help="a kept unit's precision: base, bf16 or a scheme")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -166,6 +180,24 @@ def main(argv=None):
                 breached |= not ok
                 print(f"  {'PASS' if ok else 'FAIL'} {b}  measured {float(v):.4g}")
             runs.append({"scheme": scheme, "preset": preset, "kl": k, "tensors": rows})
+    if args.sensitivity:  # after the runs above: from_torch unties a tied lm_head when it sets it
+        from numprobe import acceptance
+        wrapped = acceptance.from_torch(model)
+
+        def unit(name):  # --keep-head: lm_head is never quantized here either
+            if args.keep_head and name.endswith("lm_head.weight"):
+                return None
+            return acceptance.unit_of(name, args.sensitivity)
+        unit.__name__ = args.sensitivity
+        for scheme in args.schemes.split(","):
+            for preset in args.preset.split(","):
+                conv = {} if preset == "default" else {"preset": preset}
+                r = acceptance.sensitivity(wrapped, ids, scheme, by=unit, bound=args.kl_bound or ["kld.mean<=0.05"],
+                                           keep=args.keep_precision, conventions=conv, positions=args.positions)
+                print(f"\n== sensitivity, {scheme} ({preset} conventions)")
+                print(r.text(top=args.worst))
+                breached |= not r.passed
+                runs.append({"scheme": scheme, "preset": preset, "sensitivity": r.to_dict()})
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"model": args.model or "random-llama", "tokens": int(ids.size), "runs": runs}, f, indent=1,

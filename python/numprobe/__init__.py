@@ -9,6 +9,9 @@
 
 A kernel that does not implement a case raises numprobe.Unsupported (or any NotImplementedError):
 the case is reported as unsupported (audit: not-applicable), not as an error.
+
+numprobe.acceptance (imported on first use): which units of a causal LM fail first under a weight
+format, and which to keep at higher precision to meet a KL bound.
 """
 from . import reference, testing
 from ._attention import Report, case_fields, case_id, compare_attention, inputs
@@ -19,4 +22,16 @@ from ._quant import QuantResult, quantize
 
 __all__ = ["reference", "testing", "Report", "case_fields", "case_id", "compare_attention", "inputs",
            "cases", "tile_lengths", "kl", "Result", "Unsupported", "audit", "drift", "QuantResult",
-           "quantize"]
+           "quantize", "acceptance"]
+
+
+def __getattr__(name):
+    # numprobe.acceptance is imported on first use, so `import numprobe` stays as it was
+    if name == "acceptance":
+        import importlib
+        return importlib.import_module(".acceptance", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"acceptance"})

@@ -26,6 +26,10 @@ constexpr std::size_t k_max_name = 64;                                  // GGML_
 // scores, token types, plus merges) stays under 1.5M elements; 4M leaves room and bounds the
 // cost at ~300 MB.
 constexpr std::uint64_t k_max_metadata_elements = std::uint64_t{1} << 22;
+// Ours too: a tensor info costs ~200 bytes in memory for 32 in the file. Real checkpoints hold
+// thousands of tensors (MoE experts are stacked into 3-D tensors); 2^20 bounds the cost at
+// ~200 MB.
+constexpr std::uint64_t k_max_tensors = std::uint64_t{1} << 20;
 // The smallest key-value (a 1-byte key, its u32 type and a 1-byte value) and the smallest tensor
 // info (an empty name, one dimension): the counts in the header are checked against them before
 // anything is reserved.
@@ -366,10 +370,18 @@ gguf_file gguf_file::parse(std::shared_ptr<const mapped_file> file) {
                                        "bytes and {} bytes follow the header",
                                        kv_count, k_min_kv_bytes, c.remaining()));
   }
+  if (kv_count > k_max_metadata_elements) {
+    throw_input_error(src, fmt::format("kv_count {} exceeds numprobe's bound of {} metadata elements",
+                                       kv_count, k_max_metadata_elements));
+  }
   if (tensor_count > c.remaining() / k_min_tensor_info_bytes) {
     throw_input_error(src, fmt::format("tensor_count {} cannot fit: each tensor info takes at least "
                                        "{} bytes and {} bytes follow the header",
                                        tensor_count, k_min_tensor_info_bytes, c.remaining()));
+  }
+  if (tensor_count > k_max_tensors) {
+    throw_input_error(src, fmt::format("tensor_count {} exceeds numprobe's bound of {} tensors",
+                                       tensor_count, k_max_tensors));
   }
 
   // Key-values.
@@ -500,6 +512,9 @@ gguf_file gguf_file::parse(std::shared_ptr<const mapped_file> file) {
 gguf_file gguf_file::open(const std::filesystem::path& path) { return parse(mapped_file::open(path)); }
 
 bool gguf_file::has_magic(const std::filesystem::path& path) {
+  // Only a regular file is opened: a FIFO or a device would block the read (or never end).
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::ifstream f(path, std::ios::binary);
   char magic[4] = {};
   return f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;

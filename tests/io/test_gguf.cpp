@@ -797,5 +797,18 @@ TEST(gguf, huge_counts_fail_fast) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
 }
 
+// Counts that would fit the file but not numprobe's memory bounds (each parsed entry costs
+// several times its bytes): refused before anything is reserved.
+TEST(gguf, counts_past_numprobe_bounds_are_refused) {
+  gguf_image g;
+  g.kv_count = (std::uint64_t{1} << 22) + 1;
+  expect_input_error([&] { (void)parse_image(with_tail(g.bytes(), 14 * ((1u << 22) + 1))); }, "t.gguf",
+                     "kv_count 4194305 exceeds numprobe's bound of 4194304 metadata elements");
+  gguf_image t;
+  t.tensor_count = (std::uint64_t{1} << 20) + 1;
+  expect_input_error([&] { (void)parse_image(with_tail(t.bytes(), 32 * ((1u << 20) + 1))); }, "t.gguf",
+                     "tensor_count 1048577 exceeds numprobe's bound of 1048576 tensors");
+}
+
 }  // namespace
 }  // namespace numprobe::io
