@@ -81,7 +81,7 @@ attention_output attention_generic(const attention_case& c, std::span<const doub
     const std::int64_t b = rows[static_cast<std::size_t>(i)] / n_queries;
     const std::int64_t t = rows[static_cast<std::size_t>(i)] % n_queries;
     const std::int64_t kv_head = h / group;  // GQA: consecutive query heads share a KV head
-    const key_range keys = visible_keys(c, t);
+    const key_range keys = visible_keys(c, b, t);
     const double* q = q_rows.data() + (i * c.heads + h) * dims;
     double* o = out.o.data() + (i * c.heads + h) * dims;
     double& lse = out.lse[static_cast<std::size_t>(i * c.heads + h)];

@@ -118,7 +118,8 @@ attention_output attention_naive(const attention_case& c, std::span<const double
           std::int64_t lo = n_keys, hi = 0;
           for (std::int64_t r = 0; r < task.count; ++r) {
             const auto idx = order[static_cast<std::size_t>(task.first + r)];
-            const key_range kr = visible_keys(c, rows[static_cast<std::size_t>(idx)] % n_queries);
+            const std::int64_t row = rows[static_cast<std::size_t>(idx)];
+            const key_range kr = visible_keys(c, row / n_queries, row % n_queries);
             keys[static_cast<std::size_t>(r)] = kr;
             if (kr.size() > 0) {
               lo = std::min(lo, kr.begin);

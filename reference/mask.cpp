@@ -10,8 +10,15 @@
 
 namespace numprobe::reference {
 
-key_range visible_keys(const attention_case& c, std::int64_t t) {
-  const std::int64_t n_keys = c.seq;
+key_range visible_keys(const attention_case& c, std::int64_t t) { return visible_keys(c, 0, t); }
+
+key_range visible_keys(const attention_case& c, std::int64_t member, std::int64_t t) {
+  std::int64_t n_keys = c.seq;
+  if (!c.seq_lens.empty()) {
+    if (member < 0 || member >= static_cast<std::int64_t>(c.seq_lens.size()))
+      throw_input_error("reference::visible_keys", fmt::format("member {} outside the ragged batch", member));
+    n_keys = c.seq_lens[static_cast<std::size_t>(member)];
+  }
   const std::int64_t n_queries = c.t();
   if (t < 0 || t >= n_queries)
     throw_input_error("reference::visible_keys",

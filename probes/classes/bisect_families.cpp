@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "numprobe/base/error.hpp"
 #include "numprobe/metrics/growth_fit.hpp"
 
 namespace numprobe::probes {
@@ -21,6 +22,7 @@ std::int64_t family_queries(const attention_case& base, bool decode) {
 
 // The same visible keys as `c`, as explicit per-row ranges.
 attention_case as_ranges(const attention_case& c) {
+  if (c.ragged()) throw_unsupported("bisect", "a ragged batch has no one range per query row");
   attention_case r = c;
   r.ranges.clear();
   for (std::int64_t t = 0; t < c.t(); ++t) r.ranges.push_back(case_key_range(c, t));

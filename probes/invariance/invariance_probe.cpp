@@ -69,6 +69,17 @@ inputs_ptr with_queries(const attention_inputs& p, std::int64_t first, std::int6
                                                   std::vector<double>(v.begin(), v.end()));
 }
 
+// The members of a batch of b: the target first and the others in order, or the others reversed
+// and the target last.
+std::vector<const attention_inputs*> members_of(const inputs_ptr& target, const std::vector<inputs_ptr>& others,
+                                                std::int64_t b, bool last) {
+  std::vector<const attention_inputs*> members;
+  if (!last) members.push_back(target.get());
+  for (std::int64_t i = 0; i < b - 1; ++i) members.push_back(others[static_cast<std::size_t>(last ? b - 2 - i : i)].get());
+  if (last) members.push_back(target.get());
+  return members;
+}
+
 bool is_emu(const provider_options& po) { return parse_backend_spec(po.backend).kind == "emu"; }
 
 // The faults of the emulator that apply to `scope`: a fault of the decode kernel is dropped from
@@ -101,6 +112,7 @@ class invariance_runner {
   invariance_check run(const std::string& name) {
     invariance_check c;
     c.name = name;
+    if (name != "batch" && name != "splits") c.ragged = "";
     try {
       if (name == "repeat") repeat(c);
       else if (name == "batch") batch(c, m_prefill, m_o.base, "");
@@ -182,13 +194,8 @@ class invariance_runner {
     for (const std::int64_t b : m_o.batch_sizes) {
       for (const bool last : {false, true}) {
         if (last && b == 1) continue;
-        std::vector<const attention_inputs*> members;
-        if (!last) members.push_back(target.get());
-        for (std::int64_t i = 0; i < b - 1; ++i)
-          members.push_back(others[static_cast<std::size_t>(last ? b - 2 - i : i)].get());
-        if (last) members.push_back(target.get());
         const std::int64_t at = last ? b - 1 : 0;
-        auto in = std::make_shared<const attention_inputs>(concatenate_batch(members));
+        auto in = std::make_shared<const attention_inputs>(concatenate_batch(members_of(target, others, b, last)));
         side s;
         s.rows = iota_rows(at * T, T);
         s.positions = iota_rows(0, T);
@@ -199,6 +206,60 @@ class invariance_runner {
         s.in = std::move(in);
         record(c, fmt::format("{}B={} member {}", note.empty() ? "" : note.substr(1) + " ", b, at), alone, o_alone,
                s, run_fresh(s));
+      }
+    }
+    ragged_batches(c, po, base, target, alone, o_alone, note);
+  }
+
+  // The other members' lengths in a ragged batch: around S, shorter and longer (a prefill's
+  // members are never shorter than its T: a row with no key is another question).
+  [[nodiscard]] static std::int64_t ragged_length(const attention_case& base, std::int64_t i) {
+    static constexpr std::int64_t k_num[] = {1, 3, 1, 2, 5};
+    static constexpr std::int64_t k_den[] = {2, 2, 4, 1, 4};
+    const std::size_t j = static_cast<std::size_t>(i % 5);
+    const std::int64_t n = base.seq * k_num[j] / k_den[j] + i % 7;
+    return std::max<std::int64_t>({n, base.t(), 1});
+  }
+
+  // The sequence inside ragged batches (other members of other lengths: attention_case::
+  // seq_lens), first and last, where the backend takes them; else the check says so.
+  void ragged_batches(invariance_check& c, const provider_options& po, const attention_case& base,
+                      const inputs_ptr& target, const side& alone, const std::vector<double>& o_alone,
+                      const std::string& note) {
+    if (!m_o.ragged_batches) return;
+    {
+      auto probe = make_attention_provider(po);
+      if (!probe->takes_ragged()) {
+        c.ragged = "not taken by the backend (exec and Python kernels that read seq_lens: --ragged)";
+        return;
+      }
+    }
+    c.ragged = "run";
+    std::int64_t most = 1;
+    for (const std::int64_t b : m_o.batch_sizes) most = std::max(most, b);
+    std::vector<inputs_ptr> others;
+    for (std::int64_t i = 1; i < most; ++i) {
+      attention_case oc = base;
+      oc.seed = base.seed + static_cast<std::uint64_t>(i);
+      oc.seq = ragged_length(base, i);
+      if (oc.queries == 0) oc.queries = base.t();
+      others.push_back(std::make_shared<const attention_inputs>(oc));
+    }
+    const std::int64_t T = base.t();
+    for (const std::int64_t b : m_o.batch_sizes) {
+      if (b == 1) continue;
+      for (const bool last : {false, true}) {
+        const std::int64_t at = last ? b - 1 : 0;
+        auto in = std::make_shared<const attention_inputs>(concatenate_ragged(members_of(target, others, b, last)));
+        side s;
+        s.rows = iota_rows(at * T, T);
+        s.positions = iota_rows(0, T);
+        s.label = fmt::format("{} member {} of {} (ragged: lengths {}){}", in->c().id(), at, b,
+                              fmt::join(in->c().seq_lens, "/"), note);
+        s.po = po;
+        s.in = std::move(in);
+        record(c, fmt::format("{}ragged B={} member {}", note.empty() ? "" : note.substr(1) + " ", b, at), alone,
+               o_alone, s, run_fresh(s));
       }
     }
   }
@@ -270,15 +331,16 @@ class invariance_runner {
     dpo.knobs.erase("splits");
     dpo.knobs.erase("split-size");
     const std::int64_t bk = m_tiles.known() ? m_tiles.k : 64;
-    std::vector<std::pair<std::string, std::string>> settings{{"splits", "1"}, {"splits", "2"}, {"splits", "4"},
+    // The backend's own default first (the emulator: 1 split; cuda/hip: 4 of ceil(S_max / 4)).
+    std::vector<std::pair<std::string, std::string>> settings{{"", "default"}, {"splits", "1"}, {"splits", "2"}, {"splits", "4"},
                                                               {"splits", "8"}, {"split-size", std::to_string(bk)},
                                                               {"split-size", std::to_string(2 * bk)}};
     attention_case dc = m_o.base;
     dc.queries = 1;
     for (const auto& [knob, value] : settings) {
       provider_options po = dpo;
-      po.knobs[knob] = value;
-      batch(c, po, dc, fmt::format(" {}={}", knob, value));
+      if (!knob.empty()) po.knobs[knob] = value;
+      batch(c, po, dc, knob.empty() ? " " + value : fmt::format(" {}={}", knob, value));
     }
   }
 

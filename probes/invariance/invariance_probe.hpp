@@ -38,6 +38,9 @@ struct invariance_options {
   std::vector<std::int64_t> chunks;        // empty: 16 and the query tile + 1 (or 65 if opaque)
   std::vector<std::int64_t> decode_lengths;  // empty: Bk, Bk+1, 2Bk, 2Bk+1 (96, 97, 128, 129 if opaque)
   std::vector<bound> bounds;  // empty: the default accuracy bound of the backend
+  // batch and splits also run ragged batches (members of other lengths, seq_lens) where the
+  // backend takes them (emu, ref, cuda/hip --decode; exec and Python with provider.ragged).
+  bool ragged_batches = true;
 };
 
 // One comparison of a check: two sides and what differed.
@@ -55,6 +58,8 @@ struct invariance_check {
   std::vector<std::string> cases;  // both sides of the first differing comparison (else the first)
   std::string reason;              // not-applicable: why; breaks: the side over the bound
   std::vector<std::string> out_of_bound;  // sides (case ids) that exceed the bound
+  // batch and splits: "run" when ragged batches ran, else why not ("" for the other checks).
+  std::string ragged = "off";
 };
 
 struct invariance_result {

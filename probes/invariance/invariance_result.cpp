@@ -45,6 +45,7 @@ nlohmann::json to_json(const invariance_result& r) {
                         {"cases", c.cases},
                         {"comparisons", comps}};
     if (!c.reason.empty()) j["reason"] = c.reason;
+    if (!c.ragged.empty()) j["ragged"] = c.ragged;
     if (!c.out_of_bound.empty()) j["out_of_bound"] = c.out_of_bound;
     checks.push_back(std::move(j));
   }
@@ -59,7 +60,6 @@ nlohmann::json to_json(const invariance_result& r) {
 
 void fill_result(const invariance_result& r, const std::vector<std::string>& require, result::check_result& out) {
   out.probe = "invariance";
-  out.name = "invariance";
   out.backend = r.backend;
   out.case_id = r.options.base.id();
   out.seconds = r.seconds;

@@ -41,8 +41,8 @@ std::string_view to_string(nonfinite_row_kind k) {
   return "ordinary";
 }
 
-nonfinite_row_kind classify_row(const attention_case& c, std::int64_t query) {
-  const key_range kr = case_key_range(c, query);
+nonfinite_row_kind classify_row(const attention_case& c, std::int64_t member, std::int64_t query) {
+  const key_range kr = case_key_range(c, member, query);
   if (kr.size() <= 0) return nonfinite_row_kind::m_fully_masked;
   // Causal and unmasked rows always start at key 0; a later start is a lower mask edge, where
   // a kernel can meet a fully masked first key tile before any visible key.
@@ -63,7 +63,7 @@ nonfinite_report make_nonfinite_report(const metrics::attention_errors& e,
   for (const auto& rh : e.per_row) {
     if (!rh.nonfinite()) continue;
     const std::int64_t query = rh.row % t;
-    const nonfinite_row_kind kind = classify_row(c, query);
+    const nonfinite_row_kind kind = classify_row(c, rh.row / t, query);
     if (rh.row != last_row) {  // per_row holds a row's heads together: count the row once
       last_row = rh.row;
       switch (kind) {
@@ -73,7 +73,7 @@ nonfinite_report make_nonfinite_report(const metrics::attention_errors& e,
       }
     }
     if (r.first.size() >= nonfinite_report::k_first) continue;
-    const key_range kr = case_key_range(c, query);
+    const key_range kr = case_key_range(c, rh.row / t, query);
     nonfinite_row nr;
     nr.row = rh.row;
     nr.batch = rh.row / t;
@@ -206,7 +206,7 @@ attention_point run_attention_point(attention_provider& provider, const attentio
     w.batch = e.row / c.t();
     w.query = e.row % c.t();
     w.head = e.head;
-    const key_range kr = case_key_range(c, w.query);
+    const key_range kr = case_key_range(c, w.batch, w.query);
     w.keys = kr.size();
     if (tiles.known()) {
       w.query_tile = w.query / tiles.q;

@@ -40,7 +40,11 @@ enum class nonfinite_row_kind : std::uint8_t {
   m_ordinary,      // the row sees keys from key 0 on
 };
 [[nodiscard]] std::string_view to_string(nonfinite_row_kind k);  // fully-masked, window-edge, ordinary
-[[nodiscard]] nonfinite_row_kind classify_row(const attention_case& c, std::int64_t query);
+// Query `query` of batch member `member` (its own keys in a ragged batch; member 0 by default).
+[[nodiscard]] nonfinite_row_kind classify_row(const attention_case& c, std::int64_t member, std::int64_t query);
+[[nodiscard]] inline nonfinite_row_kind classify_row(const attention_case& c, std::int64_t query) {
+  return classify_row(c, 0, query);
+}
 
 struct nonfinite_row {
   std::int64_t row = 0;      // flat row b*T + t

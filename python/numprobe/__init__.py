@@ -17,11 +17,11 @@ from . import reference, testing
 from ._attention import Report, case_fields, case_id, compare_attention, inputs
 from ._cases import cases, tile_lengths
 from ._kl import kl
-from ._probes import Result, Unsupported, audit, drift
+from ._probes import Result, Unsupported, audit, drift, invariance
 from ._quant import QuantResult, quantize
 
 __all__ = ["reference", "testing", "Report", "case_fields", "case_id", "compare_attention", "inputs",
-           "cases", "tile_lengths", "kl", "Result", "Unsupported", "audit", "drift", "QuantResult",
+           "cases", "tile_lengths", "kl", "Result", "Unsupported", "audit", "drift", "invariance", "QuantResult",
            "quantize", "acceptance"]
 
 

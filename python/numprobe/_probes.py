@@ -1,4 +1,4 @@
-"""drift and audit on a Python kernel, in process: the CLI's sweeps, lengths, inputs and verdicts
+"""drift, audit and invariance on a Python kernel, in process: the CLI's sweeps, lengths, inputs and verdicts
 (`numprobe drift`, `numprobe audit`) with the kernel called directly instead of through
 `--backend exec:`.
 
@@ -197,4 +197,65 @@ def audit(kernel, seq=8192, *, quick=False, tile=None, bounds=(), rows="auto", c
     tq, tk = _tile(tile)
     handle = core.audit(_adapter(kernel, kernel_inputs, device), _kernel_name(kernel), _fields(case, case_kw),
                         hi, bool(quick), tq, tk, _rows(rows), _bounds(bounds))
+    return Result(handle)
+
+
+# The CLI's invariance defaults (`numprobe invariance --help`): CPU-sized, every check runs the
+# kernel dozens of times.
+_INVARIANCE_DEFAULTS = {"heads": 4, "kv_heads": 2, "head_dim": 64}
+_INVARIANCE_CHECKS = ("repeat", "batch", "decode", "chunk", "splits")
+
+
+def _names(value, what):
+    if value is None:
+        return []
+    names = [value] if isinstance(value, str) else list(value)
+    names = [n for item in names for n in str(item).split(",") if n]
+    for n in names:
+        if n not in _INVARIANCE_CHECKS:
+            raise ValueError(f"{what}: unknown check {n!r} (known: {', '.join(_INVARIANCE_CHECKS)})")
+    return names
+
+
+def _positive_ints(value, what):
+    if value is None:
+        return []
+    items = [value] if isinstance(value, int) else list(value)
+    out = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{what}: expected positive integers, got {v!r}")
+        out.append(v)
+    return out
+
+
+def invariance(kernel, checks=None, batch_sizes=(1, 2, 3, 8, 33, 64), *, seq=256, repeats=3, chunks=None,
+               decode_lengths=None, require=(), tile=None, bounds=(), ragged=False, case=None,
+               kernel_inputs="numpy", device="cuda", **case_kw):
+    """Same request, same bits? The checks of `numprobe invariance` on the kernel: "repeat"
+    (the same call `repeats` times), "batch" (one sequence alone against the same sequence inside
+    batches of `batch_sizes`, first and last, the others distinct seeds), "decode" (a prefill's
+    last row against a T = 1 call over the same keys, at lengths crossing the key tile),
+    "chunk" (a prefill's last C rows against a T = C call) and "splits" (CLI backends only:
+    not-applicable here). checks: a name, a list, or None for every check. Each check is
+    invariant (identical bits), within-bound (different bits, both sides within the accuracy
+    bound), breaks, or not-applicable. require: checks that must be invariant. ragged=True:
+    the kernel reads case["seq_lens"] (member b holds its first seq_lens[b] of S keys, its
+    queries aligned to their end), so batch also runs batches of members of other lengths. The case:
+    `case=` an id and/or the fields, with S = seq (defaults: 4 heads, 2 KV heads, D = 64).
+    Returns a Result whose to_dict()["invariance"] lists the checks (the CLI's --json);
+    exit_code 1 when a check breaks or a required one is not invariant. A kernel that raises
+    (other than Unsupported) or returns the wrong shape stops the run: RuntimeError naming it
+    (the CLI's exit 3)."""
+    fields = _fields(case, {**{k: v for k, v in _INVARIANCE_DEFAULTS.items() if case is None}, **case_kw})
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        raise ValueError(f"seq: expected a positive integer, got {seq!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats: expected a positive integer, got {repeats!r}")
+    tq, tk = _tile(tile)
+    handle = core.invariance(_adapter(kernel, kernel_inputs, device), _kernel_name(kernel), fields, seq,
+                             _names(checks, "checks"), _names(require, "require"), repeats,
+                             _positive_ints(batch_sizes, "batch_sizes"), _positive_ints(chunks, "chunks"),
+                             _positive_ints(decode_lengths, "decode_lengths"), tq, tk, _bounds(bounds),
+                             bool(ragged))
     return Result(handle)

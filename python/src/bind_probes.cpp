@@ -7,7 +7,9 @@
 #include <nanobind/stl/vector.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <memory>
@@ -17,8 +19,9 @@
 #include <vector>
 
 #include "numprobe/core/attention_inputs.hpp"
-#include "probes/audit/audit.hpp"
 #include "probes/attention/drift_probe.hpp"
+#include "probes/audit/audit.hpp"
+#include "probes/invariance/invariance_probe.hpp"
 #include "python/src/arrays.hpp"
 #include "python/src/candidate_rows.hpp"
 #include "python/src/case_dict.hpp"
@@ -272,11 +275,50 @@ run_handle audit(nb::object call, const std::string& name, const nb::dict& field
   });
 }
 
+// numprobe.invariance: the checks of `numprobe invariance` on the callable. Every side is a
+// call of the callable (a batch side: one call with the members concatenated).
+run_handle invariance(nb::object call, const std::string& name, const nb::dict& fields, std::int64_t seq,
+                      const std::vector<std::string>& checks, const std::vector<std::string>& require,
+                      std::int64_t repeats, const std::vector<std::int64_t>& batch_sizes,
+                      const std::vector<std::int64_t>& chunks, const std::vector<std::int64_t>& decode_lengths,
+                      std::int64_t tq, std::int64_t tk, const std::vector<std::string>& bound_texts,
+                      bool ragged) {
+  if (seq < 1) throw_input_error("seq", fmt::format("must be at least 1, got {}", seq));
+  probes::invariance_options o;
+  o.base = case_from_dict(fields);
+  o.base.seq = seq;
+  if (o.base.batch != 1) throw_input_error("batch", "invariance composes its own batches: give one sequence");
+  o.base.validate();
+  const auto& known = probes::invariance_check_names();
+  for (const auto* list : {&checks, &require})
+    for (const auto& c : *list)
+      if (std::find(known.begin(), known.end(), c) == known.end())
+        throw_input_error(list == &checks ? "checks" : "require",
+                          fmt::format("unknown check '{}' (known: {})", c, fmt::join(known, ", ")));
+  o.checks = checks;
+  o.repeats = repeats;
+  o.batch_sizes = batch_sizes;
+  o.chunks = chunks;
+  o.decode_lengths = decode_lengths;
+  o.bounds = parse_bounds(bound_texts);
+  const kernel_slot slot(std::move(call), name);
+  o.provider.backend = slot.backend();
+  o.provider.tile = tile_of(tq, tk);
+  o.provider.ragged = ragged;
+  return without_gil([&] {
+    const auto r = probes::run_invariance(o);
+    const int code = probes::invariance_exit_code(r, require);  // as `numprobe invariance`
+    result::check_result c;
+    probes::fill_result(r, require, c);
+    return command_result("invariance", o.base.seed, std::move(c), code);
+  });
+}
+
 }  // namespace
 
 void bind_probes(nb::module_& m) {
   register_attention_provider("python", &make_python_kernel,
-                              "a Python callable (numprobe.drift, numprobe.audit): (q, k, v, case) -> o[, lse]");
+                              "a Python callable (numprobe.drift, audit, invariance): (q, k, v, case) -> o[, lse]");
   nb::class_<run_handle>(m, "RunResult")
       .def_prop_ro("exit_code", &run_handle::exit_code)
       .def("render", &run_handle::render, nb::arg("format"));
@@ -285,6 +327,9 @@ void bind_probes(nb::module_& m) {
         nb::arg("end_to_end"));
   m.def("audit", &audit, nb::arg("call"), nb::arg("name"), nb::arg("case"), nb::arg("seq"), nb::arg("quick"),
         nb::arg("tile_q"), nb::arg("tile_k"), nb::arg("rows"), nb::arg("bounds"));
+  m.def("invariance", &invariance, nb::arg("call"), nb::arg("name"), nb::arg("case"), nb::arg("seq"),
+        nb::arg("checks"), nb::arg("require"), nb::arg("repeats"), nb::arg("batch_sizes"), nb::arg("chunks"),
+        nb::arg("decode_lengths"), nb::arg("tile_q"), nb::arg("tile_k"), nb::arg("bounds"), nb::arg("ragged"));
 }
 
 }  // namespace numprobe::python

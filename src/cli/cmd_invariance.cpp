@@ -21,6 +21,8 @@ struct invariance_flags {
   std::string batch_sizes = "1,2,3,8,33,64";
   std::string chunks;
   std::string lengths;
+  bool ragged = false;
+  bool no_ragged = false;
 };
 
 std::vector<std::int64_t> positive_list(const std::string& text, const std::string& flag) {
@@ -58,6 +60,9 @@ void setup_invariance(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--chunk", flags->chunks, "chunk lengths C (default: 16 and the query tile + 1)");
   sub->add_option("--decode-lengths", flags->lengths, "key lengths S of the decode check (default: around the key tile)");
+  sub->add_flag("--ragged", flags->ragged,
+                "the exec/exec-worker kernel reads case.json's seq_lens: give it ragged batches too");
+  sub->add_flag("--no-ragged", flags->no_ragged, "uniform batches only (no members of other lengths)");
   sub->callback([flags] {
     auto& f = *flags;
     probes::invariance_options o;
@@ -72,6 +77,9 @@ void setup_invariance(CLI::App& app) {
     o.chunks = positive_list(f.chunks, "--chunk");
     o.decode_lengths = positive_list(f.lengths, "--decode-lengths");
     o.bounds = gate_bounds(f.cf, o.provider);
+    if (f.ragged && f.no_ragged) throw_input_error("--ragged", "contradicts --no-ragged");
+    o.provider.ragged = f.ragged;
+    o.ragged_batches = !f.no_ragged;
     const probes::invariance_result r = probes::run_invariance(o);
     result::check_result rc;
     probes::fill_result(r, require, rc);

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <utility>
 
 #include "numprobe/base/error.hpp"
@@ -82,6 +83,16 @@ void attention_case::validate() const {
   for (const auto& r : ranges)
     if (r.begin < 0 || r.end > seq || r.begin > r.end)
       throw_input_error("--ranges", fmt::format("range [{}, {}) outside [0, {})", r.begin, r.end, seq));
+  if (!seq_lens.empty()) {
+    if (static_cast<std::int64_t>(seq_lens.size()) != batch)
+      throw_input_error("seq_lens", fmt::format("a ragged batch needs one length per member ({}), got {}", batch,
+                                                seq_lens.size()));
+    for (const std::int64_t n : seq_lens)
+      if (n < 1 || n > seq) throw_input_error("seq_lens", fmt::format("length {} outside [1, S = {}]", n, seq));
+    if (mask != mask_kind::m_none && mask != mask_kind::m_causal && mask != mask_kind::m_window)
+      throw_input_error("seq_lens", fmt::format("a ragged batch takes mask none, causal or window, not {}",
+                                                to_string(mask)));
+  }
   // Sizes must stay addressable: rows * heads * D and S * Hkv * D elements.
   const double elems = double(batch) * double(std::max(t(), seq)) * double(heads) * double(head_dim);
   if (elems > 4.0e10) throw_input_error("--seq", "case too large (more than 4e10 elements)");
@@ -97,6 +108,7 @@ std::string attention_case::id() const {
   if (softcap != 0.0) s += fmt::format(",softcap={}", softcap);
   if (dist != input_dist::m_normal) s += fmt::format(",dist={}", to_string(dist));
   if (dist == input_dist::m_shifted) s += fmt::format(",shift={}", logit_shift);
+  if (!seq_lens.empty()) s += fmt::format(",lens={}", fmt::join(seq_lens, "/"));
   s += fmt::format(",seed={})", seed);
   return s;
 }
@@ -134,6 +146,15 @@ attention_case parse_attention_case(std::string_view id) {
     else if (key == "softcap") c.softcap = parse_id_double(val, key);
     else if (key == "dist") c.dist = parse_dist(val, "case id field dist");
     else if (key == "shift") c.logit_shift = parse_id_double(val, key);
+    else if (key == "lens") {
+      for (std::string_view rest = val; !rest.empty();) {
+        const auto slash = rest.find('/');
+        c.seq_lens.push_back(parse_id_int(rest.substr(0, slash), key));
+        if (slash == std::string_view::npos) break;
+        rest = rest.substr(slash + 1);
+        if (rest.empty()) throw_input_error("case id field lens", "ends with '/'");
+      }
+    }
     else if (key == "seed") {
       const auto v = parse_id_int(val, key);
       if (v < 0) throw_input_error("case id field seed", fmt::format("must be >= 0, got {}", v));
@@ -148,8 +169,10 @@ attention_case parse_attention_case(std::string_view id) {
   return c;
 }
 
-key_range case_key_range(const attention_case& c, std::int64_t t) {
-  const std::int64_t s = c.seq;
+key_range case_key_range(const attention_case& c, std::int64_t t) { return case_key_range(c, 0, t); }
+
+key_range case_key_range(const attention_case& c, std::int64_t member, std::int64_t t) {
+  const std::int64_t s = c.keys_of(member);
   const std::int64_t pos = s - c.t() + t;  // bottom-right absolute position
   auto clamp_range = [s](std::int64_t b, std::int64_t e) {
     b = std::max<std::int64_t>(b, 0);

@@ -281,6 +281,23 @@ std::vector<double> attention_inputs::q_all() const {
   return q_rows_impl(m_case, rows, false);
 }
 
+namespace {
+
+// Appends every Q row, K and V position of `m` (its exact values, or its rounded ones).
+void append_member(const attention_inputs& m, bool exact, std::vector<double>& q, std::vector<double>& k,
+                   std::vector<double>& v) {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(m.c().rows()));
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
+  const std::vector<double> mq = exact ? m.q_rows_exact(rows) : m.q_rows(rows);
+  q.insert(q.end(), mq.begin(), mq.end());
+  const auto mk = exact ? m.k_exact() : m.k();
+  const auto mv = exact ? m.v_exact() : m.v();
+  k.insert(k.end(), mk.begin(), mk.end());
+  v.insert(v.end(), mv.begin(), mv.end());
+}
+
+}  // namespace
+
 attention_inputs concatenate_batch(std::span<const attention_inputs* const> members) {
   if (members.empty()) throw_input_error("batch", "no members to concatenate");
   attention_case c = members.front()->c();
@@ -299,17 +316,50 @@ attention_inputs concatenate_batch(std::span<const attention_inputs* const> memb
     batch += m->c().batch;
   }
   std::vector<double> q, k, v;
+  for (const attention_inputs* m : members) append_member(*m, exact, q, k, v);
+  c.batch = batch;
+  return attention_inputs(c, std::move(q), std::move(k), std::move(v));
+}
+
+attention_inputs concatenate_ragged(std::span<const attention_inputs* const> members) {
+  if (members.empty()) throw_input_error("batch", "no members to concatenate");
+  attention_case c = members.front()->c();
+  const auto shape_of = [](attention_case m) {
+    m.seed = 0;
+    m.seq = m.t();  // T kept, S free
+    m.queries = 0;
+    return m.id();
+  };
+  const std::string shape = shape_of(c);
+  bool exact = true;
+  std::int64_t s_max = 0;
   for (const attention_inputs* m : members) {
-    std::vector<std::int64_t> rows(static_cast<std::size_t>(m->c().rows()));
-    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
-    const std::vector<double> mq = exact ? m->q_rows_exact(rows) : m->q_rows(rows);
-    q.insert(q.end(), mq.begin(), mq.end());
+    if (m->c().batch != 1 || m->c().ragged())
+      throw_input_error("batch", fmt::format("ragged member {} is not one sequence", m->c().id()));
+    if (shape_of(m->c()) != shape)
+      throw_input_error("batch", fmt::format("member {} has another shape than {}", m->c().id(), c.id()));
+    exact = exact && m->has_exact();
+    s_max = std::max(s_max, m->c().seq);
+  }
+  const auto row = static_cast<std::size_t>(c.kv_heads * c.head_dim);
+  std::vector<double> q, k, v;
+  c.seq_lens.clear();
+  for (const attention_inputs* m : members) {
+    const attention_case& mc = m->c();
+    append_member(*m, exact, q, k, v);
     const auto mk = exact ? m->k_exact() : m->k();
     const auto mv = exact ? m->v_exact() : m->v();
-    k.insert(k.end(), mk.begin(), mk.end());
-    v.insert(v.end(), mv.begin(), mv.end());
+    const std::size_t pad = static_cast<std::size_t>(s_max - mc.seq) * row;
+    for (std::size_t i = 0; i < pad; ++i) {
+      k.push_back(8.0 * mk[i % mk.size()]);
+      v.push_back(16.0 + mv[i % mv.size()]);
+    }
+    c.seq_lens.push_back(mc.seq);
   }
-  c.batch = batch;
+  c.batch = static_cast<std::int64_t>(members.size());
+  c.seq = s_max;
+  c.queries = members.front()->c().t() == s_max ? 0 : members.front()->c().t();
+  c.validate();
   return attention_inputs(c, std::move(q), std::move(k), std::move(v));
 }
 

@@ -62,7 +62,7 @@ std::vector<std::int64_t> sample_rows(const attention_case& c, const row_samplin
       tile_edges.push_back(b * n_queries + std::min(t0 + s.tile_q, n_queries) - 1);
     }
     for (std::int64_t t = 0; t < n_queries; ++t) {
-      const key_range kr = case_key_range(c, t);
+      const key_range kr = case_key_range(c, b, t);
       if (kr.size() == 0) continue;
       const std::int64_t tail = kr.end % s.tile_k;
       if (tail == 0 || tail == 1) key_edges.push_back(b * n_queries + t);

@@ -150,6 +150,9 @@ class gpu_attention_provider final : public attention_provider {
 
   [[nodiscard]] tile_shape tiles() const override { return {m_kernel.tile_q, m_kernel.tile_k}; }
   [[nodiscard]] bool computes_row_subsets() const override { return false; }
+  // A ragged batch reaches the split-KV decode only, through the kernel table's decode entry
+  // (seq_lens, one launch per sequence); the forward kernels take one S per launch.
+  [[nodiscard]] bool takes_ragged() const override { return m_dec.on && m_abi && m_abi->decode_variant() != nullptr; }
 
   [[nodiscard]] attention_output run(const attention_inputs& in,
                                      std::span<const std::int64_t> rows) override {
@@ -189,7 +192,10 @@ class gpu_attention_provider final : public attention_provider {
     r.k = kf.data();
     r.v = vf.data();
 
-    if (m_dec.on) return run_decode(r, row_list, std::move(out));
+    if (m_dec.on) {
+      const std::vector<std::int32_t> lens(c.seq_lens.begin(), c.seq_lens.end());  // validated <= S
+      return run_decode(r, row_list, std::move(out), lens);
+    }
     const gpu::attention_result res = m_api.attention_forward(r);
     std::copy(res.o.begin(), res.o.end(), out.o.begin());
     std::copy(res.lse.begin(), res.lse.end(), out.lse.begin());
@@ -265,7 +271,7 @@ class gpu_attention_provider final : public attention_provider {
   // quantized here as the emulator does (s = fp32(amax / 448) per tensor or per KV head, codes
   // round-to-nearest-even with saturation) and dequantized by the kernel as code * s.
   attention_output run_decode(const gpu::attention_request& r, const std::vector<std::int64_t>& rows,
-                              attention_output out) {
+                              attention_output out, const std::vector<std::int32_t>& seq_lens) {
     if (r.softcap != 0.f) throw_input_error("--softcap", "the decode kernel has no softcap");
     gpu::decode_request d;
     d.batch = r.batch;
@@ -291,6 +297,7 @@ class gpu_attention_provider final : public attention_provider {
     d.faults = r.faults;  // parse_gpu_faults admitted decode faults only
     d.abi_decode = m_abi ? m_abi->decode_variant() : nullptr;
     d.abi_last_error = m_abi ? m_abi->last_error() : nullptr;
+    if (!seq_lens.empty()) d.seq_lens = seq_lens.data();
     std::vector<std::uint8_t> k8, v8;
     std::vector<float> ks, vs;
     if (m_dec.kv != gpu::kv_format::m_input) {

@@ -46,6 +46,7 @@ class emu_provider final : public attention_provider {
     d.states = m_cfg.states;
     return d.describe(m_input);
   }
+  bool takes_ragged() const override { return true; }  // per-member lengths (seq_lens)
   tile_shape tiles() const override {
     if (m_opaque) return {0, 0};
     return {m_cfg.tile_q, m_cfg.tile_k};

@@ -71,6 +71,9 @@ nlohmann::json case_json(const attention_case& c) {
     for (const auto& kr : c.ranges) r.push_back({kr.begin, kr.end});
     j["ranges"] = r;
   }
+  // A ragged batch (issue 30; only for kernels that said they read it, --ragged): member b's
+  // keys are its first seq_lens[b] of S slots, its queries aligned to their end.
+  if (c.ragged()) j["seq_lens"] = c.seq_lens;
   return j;
 }
 
@@ -108,6 +111,7 @@ attention_case case_from_json(const nlohmann::json& j, const std::string& place)
     if (j.contains("window")) c.window = field<std::int64_t>(j, "window", place);
     if (j.contains("softcap")) c.softcap = field<double>(j, "softcap", place);
     if (j.contains("seed")) c.seed = field<std::uint64_t>(j, "seed", place);
+    if (j.contains("seq_lens")) c.seq_lens = field<std::vector<std::int64_t>>(j, "seq_lens", place);
     if (c.mask == mask_kind::m_ranges) {
       for (const auto& r : j.at("ranges"))
         c.ranges.push_back({r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>()});

@@ -40,6 +40,10 @@ struct provider_options {
   // page-size, kv-format, kv-scale, p-format, ...). The emu backend takes all of them; the
   // cuda backend runs its split-KV decode kernel for `decode` (docs/gpu.md).
   std::map<std::string, std::string> knobs;
+  // The kernel reads per-sequence lengths (a ragged batch, attention_case::seq_lens): exec and
+  // exec-worker kernels from case.json's "seq_lens", Python kernels from case["seq_lens"].
+  // Backends that take ragged batches natively (emu, ref, cuda/hip --decode) need no flag.
+  bool ragged = false;
 };
 
 class attention_provider {
@@ -51,6 +55,10 @@ class attention_provider {
   // Whether the kernel computes only the requested rows (CPU emulations) or always all rows
   // (GPU kernels, which then return the requested subset).
   [[nodiscard]] virtual bool computes_row_subsets() const { return true; }
+  // Whether run() takes a ragged batch (attention_case::seq_lens). A provider that does not is
+  // never given one: make_attention_provider's wrapper refuses such a case (unsupported_case)
+  // before the kernel sees it, so no kernel reads padding as keys by accident.
+  [[nodiscard]] virtual bool takes_ragged() const { return false; }
   // O and LSE for the given flat rows. Implementations must write every element they return.
   [[nodiscard]] virtual attention_output run(const attention_inputs& in,
                                              std::span<const std::int64_t> rows) = 0;

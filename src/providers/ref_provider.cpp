@@ -17,6 +17,7 @@ class ref_provider final : public attention_provider {
   }
   std::string name() const override { return "ref"; }
   tile_shape tiles() const override { return {}; }
+  bool takes_ragged() const override { return true; }
   attention_output run(const attention_inputs& in, std::span<const std::int64_t> rows) override {
     const auto q = in.q_rows(rows);
     return reference::attention(in.c(), q, rows, in.k(), in.v());

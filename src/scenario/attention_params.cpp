@@ -77,7 +77,7 @@ attention_case make_attention_case(const check_spec& s, std::int64_t seq) {
   return c;
 }
 
-std::unique_ptr<attention_provider> make_check_provider(const check_spec& s, const run_context& ctx) {
+provider_options check_provider_options(const check_spec& s, const run_context& ctx) {
   provider_options o;
   o.backend = ctx.backend_override.empty() ? s.get_string("backend", "best") : ctx.backend_override;
   o.device = static_cast<int>(s.get_int("device", 0));
@@ -94,7 +94,7 @@ std::unique_ptr<attention_provider> make_check_provider(const check_spec& s, con
     o.states[st.substr(0, eq)] = st.substr(eq + 1);
   }
   o.faults = s.get_strings("inject");
-  if (o.backend != "best") return make_attention_provider(o);
+  if (o.backend != "best") return o;
   // Best available: a GPU backend when one is compiled in and has a device, else the emulator.
   for (const char* gpu : {"cuda", "hip"}) {
     bool listed = false;
@@ -102,13 +102,18 @@ std::unique_ptr<attention_provider> make_check_provider(const check_spec& s, con
     if (!listed) continue;
     try {
       o.backend = gpu;
-      return make_attention_provider(o);
+      (void)make_attention_provider(o);
+      return o;
     } catch (const error&) {
       // no device or not usable: fall through to the next backend
     }
   }
   o.backend = "emu";
-  return make_attention_provider(o);
+  return o;
+}
+
+std::unique_ptr<attention_provider> make_check_provider(const check_spec& s, const run_context& ctx) {
+  return make_attention_provider(check_provider_options(s, ctx));
 }
 
 row_sampling make_check_sampling(const check_spec& s, std::int64_t auto_rows) {

@@ -17,6 +17,9 @@ namespace numprobe::scenario {
 // The case with S = seq (or the case = "ID" parameter). Throws input errors naming the key.
 [[nodiscard]] attention_case make_attention_case(const check_spec& c, std::int64_t seq);
 // The provider for the check: --backend overrides; "best" tries cuda, then hip, then emu.
+// check_provider_options: the same choice as options (for probes that build their own
+// providers, one per side: invariance).
+[[nodiscard]] provider_options check_provider_options(const check_spec& c, const run_context& ctx);
 [[nodiscard]] std::unique_ptr<attention_provider> make_check_provider(const check_spec& c,
                                                                       const run_context& ctx);
 // rows = all | N | auto (auto = `auto_rows`, 0 meaning all).

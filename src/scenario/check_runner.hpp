@@ -56,6 +56,7 @@ struct check_runner {
 [[nodiscard]] check_runner kl_runner();
 [[nodiscard]] check_runner scan_runner();
 [[nodiscard]] check_runner kvcache_runner();
+[[nodiscard]] check_runner invariance_runner();
 
 }  // namespace numprobe::scenario
 

@@ -13,6 +13,7 @@ const std::vector<check_runner>& check_runners() {
       kl_runner(),
       scan_runner(),
       kvcache_runner(),
+      invariance_runner(),
   };
   return runners;
 }

@@ -3,8 +3,11 @@
 // finding of `splits` (exit 0), a failure with `--require splits` (exit 1); bad flags exit 2.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unistd.h>
 
 #include "support/run_command.hpp"
 
@@ -61,6 +64,48 @@ TEST(cli_invariance, bad_flags_exit_2) {
   EXPECT_EQ(run_numprobe(k_small + " --require decod").exit_code, 2);
   EXPECT_EQ(run_numprobe(k_small + " --batch-sizes 0").exit_code, 2);
   EXPECT_EQ(run_numprobe(k_small + " --batch 2").exit_code, 2);
+}
+
+// `invariance` as a scenario check kind: the same checks and verdicts through `numprobe run`,
+// a required check that differs fails the scenario check (exit 1), one that may differ passes.
+TEST(cli_invariance, scenario_check_kind) {
+  const auto dir = std::filesystem::temp_directory_path() / ("numprobe_inv_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "s.toml").string();
+  std::ofstream(path) << R"(title = "invariance"
+[defaults]
+backend = "emu"
+tile = "32x32"
+seq = 65
+heads = 2
+kv_heads = 1
+head_dim = 16
+batch_sizes = "1,64"
+inject = ["split-heuristic"]
+checks = ["repeat", "splits"]
+[[check]]
+name = "may-differ"
+probe = "invariance"
+[[check]]
+name = "must-not"
+probe = "invariance"
+require = ["splits"]
+)";
+  const auto r = run_numprobe("run " + path + " --json -");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc["checks"].size(), 2u);
+  for (const json& c : doc["checks"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const json& inv = c["details"]["invariance"];
+    ASSERT_EQ(inv.size(), 2u);
+    EXPECT_EQ(inv[0]["name"], "repeat");
+    EXPECT_EQ(inv[0]["verdict"], "invariant");
+    EXPECT_EQ(inv[1]["name"], "splits");
+    EXPECT_EQ(inv[1]["verdict"], "within-bound");
+    EXPECT_EQ(c["status"].get<std::string>(), std::string(c["name"] == "may-differ" ? "PASS" : "FAIL"));
+  }
 }
 
 }  // namespace

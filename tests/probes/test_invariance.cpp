@@ -10,6 +10,7 @@
 #include "numprobe/core/attention_inputs.hpp"
 #include "probes/invariance/invariance_probe.hpp"
 #include "src/kernels/emu/flash_decode.hpp"
+#include "src/providers/provider.hpp"
 
 namespace numprobe::probes {
 namespace {
@@ -137,6 +138,116 @@ TEST(concatenate_batch, member_j_is_the_sequence_bit_for_bit) {
   const attention_inputs d(other);
   const attention_inputs* bad[] = {&a, &d};
   EXPECT_THROW((void)concatenate_batch(bad), error);
+}
+
+// A ragged batch (issue 30): member j's keys are its own, bit for bit, in the first S_j of Smax
+// slots; the padding is no copy of them and no zero; the id carries the lengths.
+TEST(concatenate_ragged, members_keep_their_keys_and_padding_is_loud) {
+  attention_case c = small_options("").base;
+  c.queries = 4;
+  c.head_dim = 8;
+  attention_case longer = c;
+  longer.seq = 97;
+  longer.seed = 5;
+  const attention_inputs a(c), b(longer);
+  const attention_inputs* members[] = {&a, &b};
+  const attention_inputs batch = concatenate_ragged(members);
+  ASSERT_EQ(batch.c().batch, 2);
+  EXPECT_EQ(batch.c().seq, 97);
+  EXPECT_EQ(batch.c().seq_lens, (std::vector<std::int64_t>{65, 97}));
+  EXPECT_NE(batch.c().id().find("lens=65/97"), std::string::npos) << batch.c().id();
+  EXPECT_EQ(parse_attention_case(batch.c().id()).seq_lens, batch.c().seq_lens);
+  const std::vector<std::int64_t> first{0, 1, 2, 3}, second{4, 5, 6, 7};
+  EXPECT_EQ(a.q_rows(first), batch.q_rows(first));
+  EXPECT_EQ(b.q_rows(first), batch.q_rows(second));
+  const auto row = static_cast<std::size_t>(c.kv_heads * c.head_dim);
+  for (std::size_t i = 0; i < 65 * row; ++i) ASSERT_EQ(a.k()[i], batch.k()[i]);
+  std::size_t loud = 0;
+  for (std::size_t i = 65 * row; i < 97 * row; ++i) loud += std::abs(batch.v()[i]) >= 8.0 ? 1 : 0;
+  EXPECT_EQ(loud, 32 * row);  // V padding is 16 + a value of |x| < 8: never near the real values
+  for (std::size_t i = 0; i < 97 * row; ++i) ASSERT_EQ(b.k()[i], batch.k()[97 * row + i]);
+  attention_case other_t = c;
+  other_t.queries = 5;
+  const attention_inputs d(other_t);
+  const attention_inputs* bad[] = {&a, &d};
+  EXPECT_THROW((void)concatenate_ragged(bad), error);
+}
+
+TEST(ragged_case, lengths_are_checked) {
+  attention_case c = small_options("").base;
+  c.batch = 2;
+  c.seq_lens = {65, 30};
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(case_key_range(c, 1, c.t() - 1).end, 30);  // the member's last query sees its 30 keys
+  c.seq_lens = {65};
+  EXPECT_THROW(c.validate(), error);
+  c.seq_lens = {65, 66};
+  EXPECT_THROW(c.validate(), error);
+  c.seq_lens = {65, 0};
+  EXPECT_THROW(c.validate(), error);
+  c.seq_lens = {65, 30};
+  c.mask = mask_kind::m_causal_top_left;
+  EXPECT_THROW(c.validate(), error);
+  EXPECT_THROW((void)parse_attention_case("attention(B=2,T=4,S=65,Hq=2,Hkv=1,D=8,in=bf16,mask=causal,lens=65/,seed=1)"),
+               error);
+}
+
+// The emulator's member of a ragged batch is the sequence alone, bit for bit; the reference's is
+// within its own error (1e-12 relative, DESIGN.md) of the sequence alone: padding is never read.
+TEST(ragged_case, a_member_is_the_sequence_alone) {
+  attention_case c = small_options("").base;
+  c.queries = 0;
+  attention_case longer = c;
+  longer.seq = 130;
+  longer.queries = 65;
+  longer.seed = 3;
+  const attention_inputs a(c), b(longer);
+  const attention_inputs* members[] = {&b, &a};
+  const attention_inputs batch = concatenate_ragged(members);
+  std::vector<std::int64_t> rows_a(65), rows_batch(65);
+  for (std::int64_t t = 0; t < 65; ++t) {
+    rows_a[static_cast<std::size_t>(t)] = t;
+    rows_batch[static_cast<std::size_t>(t)] = 65 + t;
+  }
+  for (const char* backend : {"emu", "ref"}) {
+    SCOPED_TRACE(backend);
+    provider_options po;
+    po.backend = backend;
+    if (std::string(backend) == "emu") po.tile = tile_shape{32, 32};
+    auto alone = make_attention_provider(po);
+    auto in_batch = make_attention_provider(po);
+    const attention_output x = alone->run(a, rows_a), y = in_batch->run(batch, rows_batch);
+    ASSERT_EQ(x.o.size(), y.o.size());
+    for (std::size_t i = 0; i < x.o.size(); ++i) {
+      if (std::string(backend) == "emu") ASSERT_EQ(x.o[i], y.o[i]) << i;
+      else ASSERT_NEAR(x.o[i], y.o[i], 1e-12 * std::max(1.0, std::abs(x.o[i]))) << i;
+    }
+  }
+}
+
+// A backend that takes one length per call never sees a ragged batch: the provider wrapper
+// refuses it (unsupported_case) unless the user says the kernel reads seq_lens.
+TEST(ragged_case, refused_by_a_backend_that_does_not_take_it) {
+  attention_case c = small_options("").base;
+  const attention_inputs a(c);
+  const attention_inputs* members[] = {&a, &a};
+  const attention_inputs batch = concatenate_ragged(members);
+  provider_options po;
+  po.backend = "exec:true {in} {out}";
+  auto prov = make_attention_provider(po);
+  EXPECT_FALSE(prov->takes_ragged());
+  const std::vector<std::int64_t> rows{0};
+  EXPECT_THROW((void)prov->run(batch, rows), unsupported_case);
+  po.ragged = true;  // said to read seq_lens: it runs (and `true` writes no output: a backend error)
+  auto declared = make_attention_provider(po);
+  EXPECT_TRUE(declared->takes_ragged());
+  try {
+    (void)declared->run(batch, rows);
+    ADD_FAILURE() << "no output, no error";
+  } catch (const unsupported_case&) {
+    ADD_FAILURE() << "refused although declared";
+  } catch (const error&) {
+  }
 }
 
 TEST(bit_comparison, ulps_of_the_output_dtype) {

@@ -64,10 +64,20 @@ struct attention_case {
   double logit_shift = -2.0e4;  // for m_shifted
   std::uint64_t seed = 7;
   std::vector<key_range> ranges;  // for m_ranges: one per query row t (shared by batch)
+  // A ragged batch (issue 30): member b holds seq_lens[b] <= S keys, the first of its S slots
+  // (the rest are padding no query sees), and its T queries are bottom-right aligned to its own
+  // length (query t at position seq_lens[b] - T + t). Empty: every member holds S keys.
+  // Masks none, causal (bottom-right) and window only.
+  std::vector<std::int64_t> seq_lens;
 
   [[nodiscard]] std::int64_t t() const { return queries > 0 ? queries : seq; }
   [[nodiscard]] std::int64_t rows() const { return batch * t(); }  // flat row = b * T + t
   [[nodiscard]] std::int64_t group() const { return heads / kv_heads; }
+  [[nodiscard]] bool ragged() const { return !seq_lens.empty(); }
+  // Keys of member b: seq_lens[b], or S.
+  [[nodiscard]] std::int64_t keys_of(std::int64_t b) const {
+    return seq_lens.empty() ? seq : seq_lens[static_cast<std::size_t>(b)];
+  }
   [[nodiscard]] double softmax_scale() const;
   // Throws an input error naming the field when shapes or parameters are inconsistent.
   void validate() const;
@@ -81,5 +91,7 @@ struct attention_case {
 // Key positions visible to query row t of a case, derived from the case definition alone.
 // This is the *case's* mask; references and kernels each build their own and tests compare.
 [[nodiscard]] key_range case_key_range(const attention_case& c, std::int64_t t);
+// The same for query t of batch member b (a ragged batch: over the member's own keys).
+[[nodiscard]] key_range case_key_range(const attention_case& c, std::int64_t b, std::int64_t t);
 
 }  // namespace numprobe

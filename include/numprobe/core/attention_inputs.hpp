@@ -88,4 +88,11 @@ class attention_inputs {
 // builds "this sequence inside a batch of others" with it.
 [[nodiscard]] attention_inputs concatenate_batch(std::span<const attention_inputs* const> members);
 
+// A ragged batch (attention_case::seq_lens) of batch-1 members that may also differ in S (not in
+// T): member j's Q rows are flat rows [j*T, (j+1)*T), its keys the first S_j of the slots
+// [j*Smax, (j+1)*Smax), bit for bit its own. The padding slots past S_j hold K = 8x and
+// V = 16 + the member's own values, cyclically: a kernel that reads padding as keys gets an
+// error far past any bound, never a silent match.
+[[nodiscard]] attention_inputs concatenate_ragged(std::span<const attention_inputs* const> members);
+
 }  // namespace numprobe

@@ -18,6 +18,9 @@ namespace numprobe::reference {
 // The reference's own mask: keys visible to query row t (bottom-right alignment for causal
 // and window; explicit ranges as given).
 [[nodiscard]] key_range visible_keys(const attention_case& c, std::int64_t t);
+// The same for query t of batch member `member`: in a ragged batch (c.seq_lens), the member's
+// own keys [0, seq_lens[member]) with its queries aligned to their end.
+[[nodiscard]] key_range visible_keys(const attention_case& c, std::int64_t member, std::int64_t t);
 
 // Templated reference in arithmetic type Real (double, or boost cpp_bin_float_50 in tests).
 // Defined in reference/attention_impl.hpp; explicitly instantiated for double.

@@ -97,6 +97,8 @@ class flash_runner {
     m_q = m_in.q_rows(m_rows);  // validates the rows; throws an input error naming "rows"
     if (needs_rounding(m_st.q, m_c.dtype))
       for (double& x : m_q) x = formats::round_to(m_st.q, x);
+    if (m_cfg.fp8.kv && m_c.ragged())
+      throw_unsupported("--kv-format", "fp8 KV scales of a ragged batch (its padding would enter the amax)");
     build_work();
     if (m_cfg.fp8.kv) {
       m_k_amax = amax_by_layout(m_in.k());
@@ -125,7 +127,7 @@ class flash_runner {
 
   void build_work() {
     const std::int64_t t_len = m_c.t(), group = m_c.group();
-    const kernel_mask mask(m_c, m_cfg.has(fault::m_mask_top_left));
+    kernel_mask mask(m_c, m_cfg.has(fault::m_mask_top_left));
     std::vector<std::size_t> order(m_rows.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
@@ -141,6 +143,8 @@ class flash_runner {
         std::clamp<std::int64_t>(total / (4 * threads), 8, 128));
 
     for (std::int64_t b = 0; b < m_c.batch; ++b) {
+      // A ragged batch: the member's own keys (its slots past them are never visible).
+      mask.keys = m_c.keys_of(b);
       for (std::int64_t g = 0; g < m_c.kv_heads; ++g) {
         const std::size_t first = m_vecs.size();
         for (std::size_t idx : order) {
@@ -227,7 +231,8 @@ class flash_runner {
   }
 
   void run_chunk(const chunk_task& task, attention_output& out) const {
-    const std::int64_t dim = m_c.head_dim, bk = m_cfg.tile_k, s_len = m_c.seq;
+    // The member's own keys (a ragged batch: seq_lens; its slots past them are never walked).
+    const std::int64_t dim = m_c.head_dim, bk = m_cfg.tile_k, s_len = m_c.keys_of(task.batch);
     const auto nq = static_cast<std::int64_t>(task.end - task.begin);
     const query_vec* vecs = m_vecs.data() + task.begin;
     const bool guard = !m_cfg.has(fault::m_no_empty_guard);

@@ -251,7 +251,8 @@ attention_output flash_decode(const attention_case& c, std::span<const std::int6
 attention_output flash_decode(const attention_inputs& in, std::span<const std::int64_t> rows,
                               const decode_config& cfg) {
   const attention_case& c = in.c();
-  const std::vector<std::int64_t> lengths(static_cast<std::size_t>(c.batch), c.seq);
+  std::vector<std::int64_t> lengths(static_cast<std::size_t>(c.batch), c.seq);
+  if (c.ragged()) lengths = c.seq_lens;  // each member's own keys (issue 30)
   const paged_kv kv = build_paged_kv(in, lengths, cfg.page_size, cfg.page_seed);
   const auto q = in.q_rows(rows);
   return flash_decode(c, lengths, kv, q, rows, cfg);

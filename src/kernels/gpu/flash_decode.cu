@@ -41,7 +41,8 @@ void upload_as(const float* host, const host::buffer& staging, const host::buffe
 // them) and the split LSE into p.lse_part, so the device buffers are the direct launch's. A
 // failure rethrows the table's own exception, so its exit code and text are the direct launch's.
 template <class T, class KV>
-void launch_through_abi(const decode_request& r, const decode::params<T, KV>& p, int nscale) {
+void launch_through_abi(const decode_request& r, const decode::params<T, KV>& p, int nscale,
+                        const std::int32_t* seq_lens_device) {
   constexpr int dt = std::is_same_v<T, platform::fp16> ? NUMPROBE_DTYPE_F16 : NUMPROBE_DTYPE_BF16;
   constexpr bool fp8 = std::is_same_v<KV, std::uint8_t>;
   constexpr int kv_dt = fp8 ? NUMPROBE_DTYPE_E4M3FN : dt;
@@ -59,7 +60,7 @@ void launch_through_abi(const decode_request& r, const decode::params<T, KV>& p,
   a.q = dense_abi_tensor(p.q, dt, {rows, r.hq, r.d});
   a.k = dense_abi_tensor(p.k, kv_dt, {r.batch, r.s, r.hkv, r.d});
   a.v = dense_abi_tensor(p.v, kv_dt, {r.batch, r.s, r.hkv, r.d});
-  a.seq_lens = dense_abi_tensor(nullptr, NUMPROBE_DTYPE_I32, {r.batch});
+  a.seq_lens = dense_abi_tensor(seq_lens_device, NUMPROBE_DTYPE_I32, {r.batch});
   a.o = dense_abi_tensor(p.o, NUMPROBE_DTYPE_F32, {rows, r.hq, r.d});
   a.lse = dense_abi_tensor(p.lse, NUMPROBE_DTYPE_F32, {rows, r.hq});
   a.memory = plugin::k_memory;
@@ -83,7 +84,8 @@ void launch_through_abi(const decode_request& r, const decode::params<T, KV>& p,
   v.p_prescale = r.p_prescale;
   v.acc_promote = r.acc_promote;
   v.acc_mantissa = r.acc_mantissa;
-  v.split_lse = dense_abi_tensor(p.lse_part, NUMPROBE_DTYPE_F32, {p.splits, rows, r.hq});
+  // A ragged batch runs one launch per sequence, with no split LSE (builtin_decode_entry.cu).
+  v.split_lse = dense_abi_tensor(seq_lens_device ? nullptr : p.lse_part, NUMPROBE_DTYPE_F32, {p.splits, rows, r.hq});
   v.workspace = dense_abi_tensor(p.o_part, NUMPROBE_DTYPE_F32, {p.splits, rows, r.hq, r.d});
   if (const int status = r.abi_decode(&a, &v); status != NUMPROBE_STATUS_OK) {
     if (const std::exception_ptr e = builtin_last_exception()) std::rethrow_exception(e);
@@ -108,6 +110,9 @@ decode_result run_typed(const decode_request& r) {
   host::buffer o_part(static_cast<std::size_t>(r.splits) * nq * 4, "o_part");
   host::buffer lse_part(static_cast<std::size_t>(r.splits) * nrow * 4, "lse_part");
   host::buffer o(nq * 4, "o"), lse(nrow * 4, "lse");
+  host::buffer lens(r.seq_lens ? static_cast<std::size_t>(r.batch) * 4 : 0, "seq_lens");
+  if (r.seq_lens)
+    NUMPROBE_GPU_CHECK(Memcpy, lens.as<void>(), r.seq_lens, r.batch * 4, platform::memcpy_h2d);
   upload_as<T>(r.q, staging, q, nq);
   if constexpr (fp8) {
     NUMPROBE_GPU_CHECK(Memcpy, k.as<void>(), r.k8, nkv, platform::memcpy_h2d);
@@ -154,7 +159,7 @@ decode_result run_typed(const decode_request& r) {
   host::event e0, e1;
   NUMPROBE_GPU_CHECK(EventRecord, e0.get(), nullptr);
   if (r.abi_decode) {
-    launch_through_abi(r, p, nscale);
+    launch_through_abi(r, p, nscale, r.seq_lens ? lens.as<std::int32_t>() : nullptr);
   } else {
     decode::decode_split<T, KV><<<dim3(r.splits, p.hq, p.batch), decode::k_decode_threads>>>(p);
     check_launch("decode_split");
@@ -166,11 +171,12 @@ decode_result run_typed(const decode_request& r) {
   out.kernel_ms = host::elapsed_ms(e0, e1);
   out.o.resize(static_cast<std::size_t>(nq));
   out.lse.resize(static_cast<std::size_t>(nrow));
-  out.split_lse.resize(static_cast<std::size_t>(r.splits * nrow));
+  out.split_lse.resize(r.seq_lens ? 0 : static_cast<std::size_t>(r.splits * nrow));
   NUMPROBE_GPU_CHECK(Memcpy, out.o.data(), o.as<void>(), nq * 4, platform::memcpy_d2h);
   NUMPROBE_GPU_CHECK(Memcpy, out.lse.data(), lse.as<void>(), nrow * 4, platform::memcpy_d2h);
-  NUMPROBE_GPU_CHECK(Memcpy, out.split_lse.data(), lse_part.as<void>(), out.split_lse.size() * 4,
-                     platform::memcpy_d2h);
+  if (!out.split_lse.empty())
+    NUMPROBE_GPU_CHECK(Memcpy, out.split_lse.data(), lse_part.as<void>(), out.split_lse.size() * 4,
+                       platform::memcpy_d2h);
   NUMPROBE_GPU_CHECK(DeviceSynchronize);
   return out;
 }
@@ -182,6 +188,12 @@ decode_result decode_impl(const decode_request& req) {
     const std::int64_t n = (r.s + r.split_size - 1) / r.split_size;
     if (n > 65535) throw_input_error("--split-size", "more than 65535 splits; use a larger split size");
     r.splits = static_cast<int>(std::max<std::int64_t>(n, 1));
+  }
+  if (r.seq_lens != nullptr) {
+    if (r.abi_decode == nullptr)
+      throw_input_error("seq_lens", "a ragged batch goes through the kernel table's decode entry only");
+    for (std::int64_t b = 0; b < r.batch; ++b)
+      if (r.seq_lens[b] < 1 || r.seq_lens[b] > r.s) throw_input_error("seq_lens", "a length outside [1, S]");
   }
   if (r.batch < 1 || r.t < 1 || r.s < 1 || r.hq < 1 || r.hkv < 1 || r.hq % r.hkv != 0)
     throw_input_error("decode case", "the decode kernel needs B, T, S, Hq, Hkv >= 1 and Hkv | Hq");

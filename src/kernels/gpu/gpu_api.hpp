@@ -213,6 +213,11 @@ struct decode_request {
   const float* q = nullptr;  // [B*T, Hq, D]
   const float* k = nullptr;  // [B*S, Hkv, D] (m_input)
   const float* v = nullptr;
+  // A ragged batch: member b holds seq_lens[b] (1..s) keys, the first of its s slots (host
+  // memory, [batch]; null: every member holds s). Launched through abi_decode only, whose
+  // entry runs one launch per sequence with splits cut at multiples of ceil(s / splits) (the
+  // longest sequence's geometry) or of split_size; no split LSE comes back.
+  const std::int32_t* seq_lens = nullptr;
   // Set: the kernels are launched through this plugin-ABI entry of the built-in kernel table
   // (builtin_kernel_table.hpp) on numprobe_decode_params + numprobe_decode_variant over the same
   // device buffers (every knob above as the variant, the split LSE written into the workspace
