@@ -48,6 +48,9 @@ def sdpa_kernel(backend_name):
 def flex_kernel():
     import torch
     from torch.nn.attention.flex_attention import flex_attention
+    # Every check calls it at new shapes (batch sizes, T = 1, T = C): without a higher limit,
+    # dynamo stops recompiling after 8 shapes and the rest run the unfused eager implementation.
+    torch._dynamo.config.recompile_limit = 256
     compiled = torch.compile(flex_attention, dynamic=False)
 
     def kernel(q, k, v, case):

@@ -40,7 +40,7 @@ BATCHES=${BATCHES:-1,2,8}
 # (the package is built for them), then our forward kernel's prefill checks.
 skip splits || step cuda_splits timeout 150 "$NUMPROBE_CLI" invariance --backend cuda "${CASE[@]}" --checks splits \
   --batch-sizes "$BATCHES" --json "$OUT/cuda_splits.json"
-skip bench || step split_size_bench timeout 90 "$BUILD_DIR/bench/split_size_bench" 100
+skip bench || step split_size_bench timeout 90 "$BUILD_DIR/bench/split_size_bench" 10
 skip package || step package bash -c "CMAKE_ARGS='${toml[*]} -DNUMPROBE_ENABLE_CUDA=OFF' CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
   python3 -m pip install -q --no-build-isolation --no-deps --target $SITE ./python"
 skip torch || step torch timeout 300 python3 bench/invariance_gpu.py --seq "$SEQ" --batch-sizes "$BATCHES" \

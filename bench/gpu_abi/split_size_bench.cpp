@@ -8,7 +8,7 @@
 // itself: the first sequence decoded alone against the same sequence inside the batch, bit
 // for bit.
 //
-//   split_size_bench [iterations=200] [device=0]
+//   split_size_bench [iterations=10] [device=0]      (each call uploads the whole K/V cache)
 //
 // One line per configuration: "bench split-size shape=... config=... kernel_ms=...
 // ratio_to_default=... member0_identical_to_alone=yes|no".
@@ -122,7 +122,7 @@ void bench(const shape& sh, int iters, int device, numprobe::plugin::library& li
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int iters = argc > 1 ? std::max(10, std::atoi(argv[1])) : 200;
+  const int iters = argc > 1 ? std::max(10, std::atoi(argv[1])) : 10;
   const int device = argc > 2 ? std::atoi(argv[2]) : 0;
   try {
     if (gpu::cuda_api().device_count() == 0) {
