@@ -2,6 +2,7 @@
 // need the earlier (fraction bits before rounding, output precision before C handling).
 #include "probes/mma/mma_classify.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
@@ -274,10 +275,17 @@ mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_ve
       ieee.predicted.push_back(overflow ? std::copysign(inf, x) : x);
       sat.predicted.push_back(overflow ? std::copysign(0x1.fffffep127, x) : x);
     }
-    p.hypotheses = {ieee, sat};
+    const bool overflow_tested =
+        std::any_of(p.vectors.begin(), p.vectors.end(), [](const mma_vector& v) { return v.param == 6; });
+    if (overflow_tested) {
+      p.hypotheses = {ieee, sat};
+    } else {
+      ieee.label = "IEEE (no product reaches fp32's overflow in this format)";
+      p.hypotheses = {ieee};
+    }
     match(p);
     f.ieee_nonfinite = !p.matching.empty();
-    if (p.determined) f.overflow_to_inf = p.matching.front() == "IEEE, overflow to Inf";
+    if (p.determined && overflow_tested) f.overflow_to_inf = p.matching.front() == "IEEE, overflow to Inf";
     out.properties.push_back(std::move(p));
   }
   return out;
