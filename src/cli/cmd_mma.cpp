@@ -11,6 +11,7 @@
 #include "probes/mma/mma_run.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/report_output.hpp"
 #include "src/kernels/emu/mma_model.hpp"
 
 namespace numprobe::cli {
@@ -19,20 +20,30 @@ namespace {
 struct mma_flags {
   int device = 0;
   std::string model;
-  std::string json_path;
+  report_flags out;
   std::string emit_vectors;
   bool list_models = false;
 };
 
-void print_table(const probes::mma_run_result& r) {
-  fmt::print("numprobe mma: {}\n", r.source);
-  for (const auto& c : r.paths) {
-    fmt::print("\n{} (input {}, k {})\n", c.path.name, formats::name(c.path.input), c.path.k);
-    fmt::print("  {:<18} {:>7}  {}\n", "property", "vectors", "finding");
-    for (const auto& p : c.properties)
-      fmt::print("  {:<18} {:>7}  {}\n", p.name, p.vectors.size(), p.verdict);
-  }
-  for (const auto& s : r.skipped) fmt::print("skipped: {}\n", s);
+// The command's one check: a findings table (one row per path and property; --csv writes it)
+// and the probe's JSON with every vector's evidence as the document's top level.
+result::check_result mma_check(const probes::mma_run_result& r) {
+  result::check_result c;
+  c.backend = r.source.rfind("model ", 0) == 0 ? "emu" : "cuda";
+  c.message = r.source;
+  result::table t{"mma findings", {"path", "property", "vectors", "finding"}, {}, false};
+  for (const auto& p : r.paths)
+    for (const auto& prop : p.properties)
+      t.rows.push_back({p.path.name, prop.name, std::to_string(prop.vectors.size()), prop.verdict});
+  result::view_builder v(c);
+  v.line(r.source);
+  v.add_table(t);
+  for (const auto& s : r.skipped) v.line("skipped: " + s);
+  v.line("evidence (vectors, measured outputs, every hypothesis' predictions): --json; method: docs/hardware.md");
+  c.tables.push_back(t);
+  c.tables.back().data = true;  // --csv: one row per path and property
+  c.details = probes::mma_result_json(r);
+  return c;
 }
 
 void list_models() {
@@ -51,7 +62,7 @@ void setup_mma(CLI::App& app) {
   auto* sub = app.add_subcommand("mma", "measure the device's tensor-core arithmetic (or a CPU model's)");
   sub->add_option("--device", flags->device, "CUDA device ordinal")->capture_default_str();
   sub->add_option("--model", flags->model, "run the catalogue on a named CPU model instead of the device");
-  sub->add_option("--json", flags->json_path, "write the result with every vector's evidence (- for stdout)");
+  add_report_flags(sub, flags->out, "write the findings table (path, property, vectors, finding) as CSV");
   sub->add_option("--emit-vectors", flags->emit_vectors,
                   "write the catalogue's vectors of the device paths as JSON (- for stdout) and exit");
   sub->add_flag("--list-models", flags->list_models, "list the named models and exit");
@@ -72,12 +83,7 @@ void setup_mma(CLI::App& app) {
     o.device = f.device;
     if (!f.model.empty()) o.model = f.model;
     const probes::mma_run_result r = probes::run_mma(o);
-    if (f.json_path != "-") print_table(r);
-    if (!f.json_path.empty()) {
-      nlohmann::json doc = json_envelope("mma", 0);  // no random inputs: every vector is designed
-      doc.update(probes::mma_result_json(r));
-      write_json(f.json_path, doc);
-    }
+    write_command_reports(f.out, "mma", 0, mma_check(r), 0);
   });
 }
 

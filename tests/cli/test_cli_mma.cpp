@@ -50,6 +50,18 @@ TEST(cli_mma, model_table_names_each_property) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
 }
 
+TEST(cli_mma, every_report_format_writes) {
+  const auto md = run_numprobe("mma --model h200-wgmma-bf16 --md -");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| h200-wgmma-bf16 | fraction_bits |"), std::string::npos) << md.out;
+  const auto csv = run_numprobe("mma --model h200-wgmma-bf16 --csv -");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_NE(csv.out.find("h200-wgmma-bf16,grouping,"), std::string::npos) << csv.out;
+  const auto junit = run_numprobe("mma --model h200-wgmma-bf16 --junit -");
+  ASSERT_EQ(junit.exit_code, 0) << junit.err;
+  EXPECT_NE(junit.out.find("<testsuite"), std::string::npos) << junit.out;
+}
+
 TEST(cli_mma, emit_vectors_and_list_models) {
   const auto r = run_numprobe("mma --emit-vectors -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
