@@ -19,12 +19,14 @@
 #include "src/cli/quant_conventions.hpp"
 #include "src/cli/report_output.hpp"
 #include "src/cli/progress.hpp"
+#include "src/scenario/run_scenario.hpp"
 
 namespace numprobe::cli {
 namespace {
 
 struct scan_flags {
   std::string checkpoint, format = "nvfp4", vs, filter, from, to, rank_by = "bulk", act_stats;
+  std::string shard;  // --shard i/N (probes/scan/scan_probe.hpp, scan_shard_of)
   std::string against, layout;  // a released quantized checkpoint (probes/release/release_probe.hpp)
   std::vector<std::string> bounds;
   report_flags out;  // --json, --csv, --md, --html, --junit
@@ -67,10 +69,16 @@ void setup_scan(CLI::App& app) {
                   "release gate on the worst tensor, e.g. sqnr_db>=20 or identify_unmatched<=0 (repeatable)");
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");
   sub->add_option("--to", f->to, "fp8 migration: target format (e4m3fnuz)");
+  sub->add_option("--shard", f->shard,
+                  "scan share i of N (0 <= i < N) of the tensors, split by bytes; `numprobe merge` joins the N "
+                  "JSON documents into the unsharded report");
   sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
                 "exit 0 even when input tensors hold NaN/Inf (they are still reported)");
   sub->callback([f, sub] {
-    if (!f->against.empty() || !f->layout.empty() || probes::looks_like_release(f->checkpoint)) {
+    const bool release = !f->against.empty() || !f->layout.empty() || probes::looks_like_release(f->checkpoint);
+    if (!f->shard.empty() && (release || !f->from.empty() || !f->to.empty()))
+      throw_input_error("--shard", "applies to a tensor scan; not to a quantized release or --from/--to");
+    if (release) {
       // A release is read as it is stored: the flags of a tensor scan do not apply to it, and
       // taking them silently would let a user believe they did.
       for (const char* name : {"--format", "--vs", "--top", "--rank-by", "--act-stats", "--all", "--from", "--to",
@@ -127,6 +135,11 @@ void setup_scan(CLI::App& app) {
                                       {"--scale-arith", &f->conventions.arith}})
       if (!value->empty() && !scans_kind(formats::scheme_kind::m_nvfp4))
         throw_input_error(flag, "applies to nvfp4 only; none of --format/--vs is nvfp4");
+    if (!f->shard.empty()) {
+      const auto sh = scenario::parse_shard(f->shard);
+      o.shard_index = sh.index;
+      o.shard_count = sh.count;
+    }
     o.filter = f->filter;
     o.all = f->all;
     o.top = f->top;
