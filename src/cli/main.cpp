@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   cli::setup_merge(app);
   cli::setup_invariance(app);
   cli::setup_mma(app);
+  cli::setup_burnin(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

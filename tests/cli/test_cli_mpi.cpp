@@ -1,0 +1,190 @@
+// `--mpi` (issue 32 C) under a real `mpirun -n 2` on CPU backends: `scan --mpi` writes the
+// unsharded scan's document, `run --mpi` the single-process run's checks; a check that fails on
+// one rank leaves the other ranks' checks done and the report names the rank and the case.
+// Registered only in MPI builds with an mpirun (tests/cli/CMakeLists.txt, label mpi).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+#include "numprobe/io/safetensors.hpp"
+#include "support/run_command.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using numprobe::testing::command_result;
+using numprobe::testing::numprobe_binary;
+using numprobe::testing::run_numprobe;
+
+struct mpi_dir {
+  fs::path dir = fs::temp_directory_path() / ("numprobe_cli_mpi_" + std::to_string(::getpid()));
+  mpi_dir() { fs::create_directories(dir); }
+  ~mpi_dir() { fs::remove_all(dir); }
+  [[nodiscard]] std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+// mpirun -n 2 numprobe ARGS; stdout and stderr of every rank.
+command_result mpirun2(const std::string& args, const mpi_dir& d) {
+  const std::string out = d.path("mpi.out"), err = d.path("mpi.err");
+  const std::string cmd = std::string(NUMPROBE_TEST_MPIRUN) + " -n 2 --oversubscribe --allow-run-as-root " +
+                          numprobe_binary() + " " + args + " >" + out + " 2>" + err;
+  command_result r;
+  const int st = std::system(cmd.c_str());
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream o(out), e(err);
+  std::stringstream so, se;
+  so << o.rdbuf();
+  se << e.rdbuf();
+  r.out = so.str();
+  r.err = se.str();
+  return r;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+// What a second run may change: timing, the host's name and the process's own facts.
+void strip_run_facts(json& j) {
+  if (j.is_object()) {
+    for (const char* k : {"seconds", "machine"}) j.erase(k);
+    for (auto& [k, v] : j.items()) strip_run_facts(v);
+  } else if (j.is_array()) {
+    for (auto it = j.begin(); it != j.end();) {
+      if (it->is_object() && it->contains("text") && (*it)["text"].is_string() &&
+          (*it)["text"].get<std::string>().find("MB/s") != std::string::npos) {
+        it = j.erase(it);
+        continue;
+      }
+      strip_run_facts(*it);
+      ++it;
+    }
+  }
+}
+
+TEST(cli_mpi, scan_over_two_ranks_is_the_single_process_scan) {
+  mpi_dir d;
+  std::vector<numprobe::io::tensor_to_write> ts;
+  for (int k = 0; k < 5; ++k) {
+    std::vector<float> w(static_cast<std::size_t>(16 * (k + 1)) * 32);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 2654435761u + k) % 1000) / 997.f - 0.5f;
+    ts.push_back(numprobe::io::tensor_of("layers." + std::to_string(k) + ".w", {16u * (k + 1), 32}, w));
+  }
+  const std::string ckpt = d.path("m.safetensors");
+  numprobe::io::write_safetensors(ckpt, ts);
+  auto r = run_numprobe("scan " + ckpt + " --vs mxfp4 --json " + d.path("one.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = mpirun2("scan " + ckpt + " --vs mxfp4 --mpi --json " + d.path("two.json"), d);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto one = read_json(d.path("one.json")), two = read_json(d.path("two.json"));
+  strip_run_facts(one);
+  strip_run_facts(two);
+  ASSERT_EQ(two["tensors"].size(), 5u);
+  EXPECT_EQ(one.dump(1), two.dump(1));
+}
+
+const char* k_scenario = R"([defaults]
+seed = 3
+[[check]]
+name = "emu-short"
+probe = "attention"
+backend = "emu"
+seq = 40
+heads = 2
+kv_heads = 1
+head_dim = 16
+bound = "ratio_to_naive<=2"
+[[check]]
+name = "quant-breach"
+probe = "quant"
+scheme = "nvfp4"
+shape = "16x64"
+bound = "sqnr_db>=60"
+[[check]]
+name = "emu-point"
+probe = "attention"
+backend = "emu"
+seq = 64
+heads = 2
+kv_heads = 1
+head_dim = 16
+bound = "ratio_to_naive<=2"
+)";
+
+// The end-to-end error (the reference on the unrounded inputs) differs between processes in its
+// last bits, with or without MPI (docs/scale.md, "A finding on the way"): left out of the
+// comparison, with every kernel error, gate and verdict kept.
+void strip_end_to_end(json& j) {
+  if (j.is_object()) {
+    j.erase("end_to_end");
+    for (auto& [k, v] : j.items()) strip_end_to_end(v);
+  } else if (j.is_array()) {
+    for (auto it = j.begin(); it != j.end();) {
+      if (it->is_object() && it->contains("name") && (*it)["name"].is_string() &&
+          (*it)["name"].get<std::string>().rfind("e2e.", 0) == 0) {
+        it = j.erase(it);
+        continue;
+      }
+      strip_end_to_end(*it);
+      ++it;
+    }
+  }
+}
+
+TEST(cli_mpi, run_over_two_ranks_is_the_single_process_run) {
+  mpi_dir d;
+  std::ofstream(d.path("s.toml")) << k_scenario;
+  // The single process also under MPI (a singleton: `--mpi` without mpirun).
+  auto r = run_numprobe("run " + d.path("s.toml") + " --mpi --json " + d.path("one.json"));
+  ASSERT_EQ(r.exit_code, 1) << r.err;  // quant-breach
+  r = mpirun2("run " + d.path("s.toml") + " --mpi --json " + d.path("two.json"), d);
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+  auto one = read_json(d.path("one.json")), two = read_json(d.path("two.json"));
+  for (json* doc : {&one, &two}) {
+    strip_run_facts(*doc);
+    strip_end_to_end(*doc);
+  }
+  ASSERT_EQ(two["checks"].size(), 3u);
+  EXPECT_TRUE(two["checks"][2]["details"].contains("kernel"));  // the kernel error is compared
+  EXPECT_EQ(two["checks"][1]["name"], "quant-breach");  // scenario order, not rank order
+  EXPECT_EQ(one.dump(1), two.dump(1));
+}
+
+TEST(cli_mpi, a_check_failing_on_one_rank_is_named_with_its_rank) {
+  mpi_dir d;
+  std::string s = k_scenario;
+  // The second check (rank 1's) runs a kernel command that fails: an error, exit 3.
+  const std::string from = "name = \"quant-breach\"\nprobe = \"quant\"\nscheme = \"nvfp4\"\nshape = \"16x64\"\n"
+                           "bound = \"sqnr_db>=60\"\n";
+  s.replace(s.find(from), from.size(),
+            "name = \"broken-kernel\"\nprobe = \"attention\"\nbackend = \"exec:/bin/false {in} {out}\"\nseq = 32\n"
+            "heads = 2\nkv_heads = 1\nhead_dim = 16\n");
+  std::ofstream(d.path("s.toml")) << s;
+  const auto r = mpirun2("run " + d.path("s.toml") + " --mpi --json " + d.path("two.json"), d);
+  EXPECT_EQ(r.exit_code, 3) << r.err << r.out;
+  const auto j = read_json(d.path("two.json"));
+  ASSERT_EQ(j["checks"].size(), 3u);
+  EXPECT_EQ(j["checks"][0]["status"], "PASS");
+  EXPECT_EQ(j["checks"][2]["status"], "PASS");  // rank 0's second check ran after rank 1's failed
+  EXPECT_EQ(j["checks"][1]["status"], "ERROR");
+  EXPECT_EQ(j["checks"][1]["name"], "broken-kernel");
+  const std::string message = j["checks"][1]["message"];
+  EXPECT_EQ(message.rfind("rank 1: ", 0), 0u) << message;  // the rank, then the case
+  EXPECT_NE(message.find("case attention(T=32,S=32,Hq=2,Hkv=1,D=16"), std::string::npos) << message;
+}
+
+TEST(cli_mpi, mpi_and_shard_together_exit_2) {
+  mpi_dir d;
+  std::ofstream(d.path("s.toml")) << k_scenario;
+  const auto r = run_numprobe("run " + d.path("s.toml") + " --mpi --shard 0/2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--mpi"), std::string::npos) << r.err;
+}
+
+}  // namespace
