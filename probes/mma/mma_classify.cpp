@@ -14,7 +14,6 @@ namespace {
 
 using emu::mma_rounding;
 
-double p2(int e) { return std::ldexp(1.0, e); }
 
 constexpr mma_rounding k_modes[] = {mma_rounding::m_toward_zero, mma_rounding::m_down,
                                     mma_rounding::m_nearest_even};
@@ -130,7 +129,7 @@ mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_ve
   {
     mma_property p = select("internal_rounding", "how are terms rounded when aligned to the group?", vectors,
                             measured, [&](const mma_vector& v) { return v.param == F; });
-    const double u = p2(e - F);
+    const double u = std::ldexp(1.0, e - F);
     for (mma_rounding m : k_modes) {
       mma_hypothesis h{std::string(emu::mma_rounding_name(m)), {}};
       for (const auto& v : p.vectors) {

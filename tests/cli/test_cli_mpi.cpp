@@ -71,8 +71,10 @@ void strip_run_facts(json& j) {
 TEST(cli_mpi, scan_over_two_ranks_is_the_single_process_scan) {
   mpi_dir d;
   std::vector<numprobe::io::tensor_to_write> ts;
+  std::vector<std::vector<float>> data(5);  // tensor_to_write holds a view: the values outlive it
   for (int k = 0; k < 5; ++k) {
-    std::vector<float> w(static_cast<std::size_t>(16 * (k + 1)) * 32);
+    auto& w = data[static_cast<std::size_t>(k)];
+    w.resize(static_cast<std::size_t>(16 * (k + 1)) * 32);
     for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 2654435761u + k) % 1000) / 997.f - 0.5f;
     ts.push_back(numprobe::io::tensor_of("layers." + std::to_string(k) + ".w", {16u * (k + 1), 32}, w));
   }

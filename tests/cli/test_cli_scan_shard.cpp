@@ -28,12 +28,15 @@ using numprobe::testing::run_numprobe;
 struct sharded_ckpt {
   fs::path dir = fs::temp_directory_path() / ("numprobe_cli_scan_shard_" + std::to_string(::getpid()));
   std::string file;
+  std::vector<std::vector<float>> data;  // tensor_to_write holds a view: the values outlive it
   sharded_ckpt() {
     fs::create_directories(dir);
     std::vector<numprobe::io::tensor_to_write> ts;
     const int rows[] = {8, 32, 16, 64, 8, 24, 16, 8};
+    data.resize(9);
     for (int k = 0; k < 8; ++k) {
-      std::vector<float> w(static_cast<std::size_t>(rows[k]) * 64);
+      auto& w = data[static_cast<std::size_t>(k)];
+      w.resize(static_cast<std::size_t>(rows[k]) * 64);
       const std::uint64_t stream = k == 7 ? 0 : static_cast<std::uint64_t>(k);  // 0 and 7 tie
       for (std::size_t i = 0; i < w.size(); ++i)
         w[i] = static_cast<float>(numprobe::uniform_open01(11, stream, i) - 0.5);
@@ -42,8 +45,10 @@ struct sharded_ckpt {
       ts.push_back(numprobe::io::tensor_of("model.layers." + std::to_string(k) + ".mlp.up_proj.weight",
                                            {static_cast<std::uint64_t>(rows[k]), 64}, w));
     }
-    ts.push_back(numprobe::io::tensor_of("model.norm.weight", {64}, std::vector<float>(64, 1.f)));
-    auto ids = numprobe::io::tensor_of("model.ids", {4}, std::vector<std::uint8_t>{1, 2, 3, 4});
+    data[8].assign(64, 1.f);
+    ts.push_back(numprobe::io::tensor_of("model.norm.weight", {64}, data[8]));
+    static const std::vector<std::uint8_t> id_values{1, 2, 3, 4};
+    auto ids = numprobe::io::tensor_of("model.ids", {4}, id_values);
     ids.dtype = numprobe::io::dtype::m_u8;
     ts.push_back(ids);
     file = (dir / "m.safetensors").string();
