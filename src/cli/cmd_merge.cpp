@@ -30,7 +30,8 @@ nlohmann::json read_document(const std::string& path) {
   // A run's JSON report is kilobytes to megabytes; the cap refuses a wrong path early.
   constexpr std::size_t k_max_report_bytes = std::size_t{1} << 30;
   auto j = nlohmann::json::parse(io::read_text_file(path, k_max_report_bytes, "JSON report"), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw_input_error(path, "not a JSON document");
+  if (j.is_discarded()) throw_input_error(path, "not JSON");
+  if (!j.is_object()) throw_input_error(path, "not a numprobe run result (a JSON object is expected)");
   return j;
 }
 
