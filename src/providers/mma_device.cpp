@@ -11,10 +11,12 @@
 namespace numprobe::providers {
 namespace {
 
+#if !NUMPROBE_HAVE_CUDA
 [[noreturn]] void no_gpu_build() {
   throw_backend_error("mma", "needs a GPU: this numprobe was built without CUDA, so it has no tensor-core probe "
                              "kernels (build on a machine with the CUDA toolkit; docs/hardware.md)");
 }
+#endif
 
 #if NUMPROBE_HAVE_CUDA
 gpu::mma_probe_op op_for(formats::format_id input, int k) {
