@@ -24,14 +24,22 @@ if [[ -n "${TOMLPP_INCLUDE_DIR:-}" ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$TOMLPP_
 elif [[ -d .carry/include/toml++ ]]; then toml=(-DTOMLPP_INCLUDE_DIR="$PWD/.carry/include"); fi
 if ! { cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNUMPROBE_ENABLE_CUDA=ON \
          -DNUMPROBE_ENABLE_HIP=OFF -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${toml[@]}" &&
-       cmake --build "$BUILD_DIR" -j "$JOBS" --target numprobe test_mma_model test_mma_classify; } \
+       cmake --build "$BUILD_DIR" -j "$JOBS" --target numprobe test_mma_model test_mma_classify test_mma_agreement test_gpu_mma; } \
      > "$OUT/build.log" 2>&1; then
   tail -30 "$OUT/build.log"; echo "gpu_mma: build failed (log: $OUT/build.log)"; exit 1
 fi
 "$BUILD_DIR/tests/kernels/test_mma_model" > "$OUT/test_mma_model.log" 2>&1; echo "test_mma_model: exit $?"
 "$BUILD_DIR/tests/probes/test_mma_classify" > "$OUT/test_mma_classify.log" 2>&1; echo "test_mma_classify: exit $?"
-"$BUILD_DIR/numprobe" mma --device "$DEVICE" --json "$OUT/mma.json" | tee "$OUT/mma.txt"
+"$BUILD_DIR/tests/probes/test_mma_agreement" > "$OUT/test_mma_agreement.log" 2>&1; echo "test_mma_agreement: exit $?"
+# The findings, and the measured models against the device on 8192 random and adversarial
+# dot products per path (and the published models, for comparison).
+"$BUILD_DIR/numprobe" mma --device "$DEVICE" --agree 8192 --json "$OUT/mma.json" | tee "$OUT/mma.txt"
 echo "numprobe mma: exit ${PIPESTATUS[0]}"
+"$BUILD_DIR/tests/gpu/test_gpu_mma" > "$OUT/test_gpu_mma.log" 2>&1; echo "test_gpu_mma: exit $?"
+grep -E "equal|no measured model" "$OUT/test_gpu_mma.log"
+# The promotion interval under the wgmma fp8 model (CPU; the GPU machine has the cores).
+"$BUILD_DIR/numprobe" mma --model h200-wgmma-e4m3 --promotion --samples 32 --json "$OUT/promotion.json" \
+  --csv "$OUT/promotion.csv" > "$OUT/promotion.txt"; echo "promotion: exit $?"
 "$BUILD_DIR/numprobe" mma --emit-vectors "$OUT/mma_vectors.json"
 # The same vectors through PyTorch's fp8 GEMM (both accumulation modes) and Triton's tl.dot.
 if python3 -c 'import torch' 2>/dev/null; then

@@ -55,6 +55,25 @@ std::vector<std::string> mpi_session::run_and_gather(const std::function<std::st
   return all;
 }
 
+std::vector<std::string> mpi_session::exchange(const std::function<std::string()>& produce) const {
+  // Each rank's message: 'D' and its bytes, or 'E', the exit code and the error's text.
+  std::string mine;
+  try {
+    mine = "D" + produce();
+  } catch (const error& e) {
+    mine = fmt::format("E{}{}", static_cast<char>('0' + static_cast<int>(e.code())), e.what());
+  }
+  auto all = allgather(mine);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty() || (all[r][0] != 'D' && all[r][0] != 'E'))
+      throw_backend_error("--mpi", fmt::format("rank {} sent no result", r));
+    if (all[r][0] == 'E' && all[r].size() >= 2)
+      throw error(static_cast<exit_code>(all[r][1] - '0'), fmt::format("rank {}", r), all[r].substr(2));
+    all[r].erase(0, 1);
+  }
+  return all;
+}
+
 #if defined(NUMPROBE_HAVE_MPI)
 
 namespace {
@@ -110,6 +129,26 @@ std::vector<std::string> mpi_session::gather(const std::string& text) const {
   return out;
 }
 
+std::vector<std::string> mpi_session::allgather(const std::string& text) const {
+  const int n = static_cast<int>(text.size());
+  std::vector<int> sizes(static_cast<std::size_t>(m_size));
+  check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+  std::vector<int> offsets(sizes.size());
+  long long total = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    offsets[i] = static_cast<int>(total);
+    total += sizes[i];
+  }
+  if (total > 0x7fffffff) throw_backend_error("--mpi", "the ranks' results exceed 2 GiB together");
+  std::string all(static_cast<std::size_t>(total), '\0');
+  check(MPI_Allgatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
+        "MPI_Allgatherv");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    out.push_back(all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(sizes[i])));
+  return out;
+}
+
 int mpi_session::broadcast(int value) const {
   check(MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
   return value;
@@ -124,6 +163,7 @@ mpi_session::mpi_session() {
 }
 mpi_session::~mpi_session() = default;
 std::vector<std::string> mpi_session::gather(const std::string& text) const { return {text}; }
+std::vector<std::string> mpi_session::allgather(const std::string& text) const { return {text}; }
 int mpi_session::broadcast(int value) const { return value; }
 
 #endif

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "src/core/rank_share.hpp"
+
 namespace numprobe::cli {
 
 class mpi_session {
@@ -30,10 +32,21 @@ class mpi_session {
   // error comes out after the gather: on its own rank, and on rank 0 naming the rank, as
   // "rank R: <error>" with the error's exit code. An empty vector on the other ranks.
   [[nodiscard]] std::vector<std::string> run_and_gather(const std::function<std::string()>& produce) const;
+  // Every rank's text, in rank order, on every rank (MPI_Allgatherv). Collective.
+  [[nodiscard]] std::vector<std::string> allgather(const std::string& text) const;
+  // Runs `produce` on every rank and returns every rank's bytes on every rank (rank order): the
+  // exchange of a rank_share (src/core/rank_share.hpp). When `produce` throws numprobe::error on
+  // some rank, every rank throws after the exchange: the first failed rank's error, as "rank R:
+  // <error>" with its exit code.
+  [[nodiscard]] std::vector<std::string> exchange(const std::function<std::string()>& produce) const;
   // The end of a command under mpirun: rank 0 runs `root_work` (the merge and the reports) and
   // every rank returns its exit code. When `root_work` throws, the error's code still reaches the
   // other ranks (waiting for it) before rank 0 rethrows, so no rank waits forever.
   [[nodiscard]] int finish(const std::function<int()>& root_work) const;
+  // This session as a sweep's share (drift, audit): this rank's index and count, and exchange().
+  [[nodiscard]] rank_share share() const {
+    return {m_rank, m_size, [this](const std::function<std::string()>& produce) { return exchange(produce); }};
+  }
   // Rank 0's value on every rank (the exit status, so mpirun's status is the run's).
   [[nodiscard]] int broadcast(int value) const;
 
