@@ -40,6 +40,10 @@ grep -E "equal|no measured model" "$OUT/test_gpu_mma.log"
 # The promotion interval under the wgmma fp8 model (CPU; the GPU machine has the cores).
 "$BUILD_DIR/numprobe" mma --model h200-wgmma-e4m3 --promotion --samples 32 --json "$OUT/promotion.json" \
   --csv "$OUT/promotion.csv" > "$OUT/promotion.txt"; echo "promotion: exit $?"
+# The k-order and extended-sweep vectors (bench/mma_order_vectors.py) through the device paths.
+python3 bench/mma_order_vectors.py "$OUT/order_vectors.json" &&
+  "$BUILD_DIR/numprobe" mma --device "$DEVICE" --run-vectors "$OUT/order_vectors.json" --json "$OUT/order.json"
+echo "mma --run-vectors: exit $?"
 "$BUILD_DIR/numprobe" mma --emit-vectors "$OUT/mma_vectors.json"
 # The same vectors through PyTorch's fp8 GEMM (both accumulation modes) and Triton's tl.dot.
 if python3 -c 'import torch' 2>/dev/null; then

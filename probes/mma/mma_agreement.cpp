@@ -127,7 +127,10 @@ std::vector<mma_vector> mma_random_vectors(const mma_path& path, int count, std:
       v.c = d.coin(3) ? 0.0 : fp32_value(d.between(-60, 60), d);
     } else {
       for (std::size_t j = 0; j < k; ++j) {
-        v.a[j] = d.coin(3) ? subnormal_value(path.input, d) : normal_value(path.input, d.between(lo, lo + 6), d);
+        // The normal values sit at the bottom of the format's range too (not at -40): a
+        // subnormal product must be within the fused sum's bits of the largest one to show.
+        v.a[j] = d.coin(3) ? subnormal_value(path.input, d)
+                           : normal_value(path.input, d.between(b.min_exponent, b.min_exponent + 6), d);
         v.b[j] = d.coin(3) ? subnormal_value(path.input, d) : normal_value(path.input, d.between(0, std::min(hi, 8)), d);
       }
       v.c = d.coin(2) ? 0.0 : std::ldexp(static_cast<double>(1 + d.next() % 1000), -140);  // an fp32 subnormal

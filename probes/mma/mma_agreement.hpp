@@ -24,7 +24,8 @@ namespace numprobe::probes {
 //              C random fp32 or zero;
 //   cancel     pairs x, -x at random positions and a few small terms: the alignment's bits;
 //   spread     exponents over the format's range (within +-40): alignment and the output's rounding;
-//   subnormal  some inputs subnormal in the format, small C: flushing.
+//   subnormal  some inputs subnormal in the format, the others near its smallest normal
+//              exponent, small C: flushing.
 // Every value is a value of the format (inputs) or of fp32 (C).
 [[nodiscard]] std::vector<mma_vector> mma_random_vectors(const mma_path& path, int count, std::uint64_t seed);
 
