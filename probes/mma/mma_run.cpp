@@ -57,7 +57,8 @@ std::string published_model_for(const mma_path& path, int sm) {
     case format_id::m_f16: return hopper ? "h200-mma-f16" : "a100-mma-f16";
     case format_id::m_bf16: return hopper ? "h200-mma-bf16" : "a100-mma-bf16";
     case format_id::m_tf32: return hopper ? "h200-mma-tf32" : "";
-    case format_id::m_e4m3fn: return "l40-mma-e4m3";  // the table's only mma.sync fp8 model (Ada)
+    case format_id::m_e4m3fn: return hopper ? "h200-mma-e4m3" : "l40-mma-e4m3";
+    case format_id::m_e5m2: return hopper ? "h200-mma-e5m2" : "";
     default: return "";
   }
 }

@@ -32,7 +32,8 @@ struct mma_run_result {
 };
 
 // The published (named) model of the instruction a device path runs, on a device of arch `sm`
-// ("" when the table has none): Hopper mma.sync f16/bf16/tf32; Ada's mma.sync e4m3 elsewhere.
+// ("" when the table has none): Hopper's mma.sync entries on sm_90 and later (fp8: measured on
+// an H200), Ampere's f16/bf16 and Ada's e4m3 before.
 [[nodiscard]] std::string published_model_for(const mma_path& path, int sm);
 
 // Throws an input error for an unknown model (exit 2), a backend error when there is no GPU

@@ -179,6 +179,41 @@ TEST(mma_model, subnormals) {
   EXPECT_EQ(run(model("h200-wgmma-e4m3"), dot(32).set(0, p2(-9), 1)), p2(-9));
 }
 
+// Hopper's fp8 mma.sync as measured on an H200 (docs/hardware.md): two groups of 16 with 25 bits,
+// k mod 4 < 2 first, the first group's fp32 result (truncated) entering the second as C. With
+// +2^16 at k = i, -2^16 at k = j and 2^-8 (24 bits below) at k = 5, hand-derived:
+//   i, j both in the first group (0,1), (0,4), or both in the second (2,3): the pair cancels
+//     inside its group and 2^-8 survives;
+//   +2^16 with 2^-8 in the first group, -2^16 in the second (0,2), (1,2), (0,31): the first group
+//     gives 2^16 + 2^-8, which needs 25 bits, truncated in fp32 to 2^16: the second gives 0;
+//   -2^16 with 2^-8 first, +2^16 second (3,4): -(2^16 - 2^-8) is an fp32 value (24 bits), and the
+//     second group gives exactly 2^-8.
+// Groups in k order would keep 2^-8 in every case but the split ones across k = 16.
+TEST(mma_model, hopper_fp8_mma_sync_takes_pairs_of_k_first) {
+  const mma_model& m = model("h200-mma-e4m3");
+  const std::vector<int> order = mma_pairs_interleaved_order(32);
+  ASSERT_EQ(order.size(), 32u);
+  EXPECT_EQ(order[0], 0);
+  EXPECT_EQ(order[2], 4);
+  EXPECT_EQ(order[16], 2);
+  EXPECT_EQ(order[31], 31);
+  auto probe = [&](int i, int j) {
+    return run(m, dot(32).set(i, p2(8), p2(8)).set(j, -p2(8), p2(8)).set(5, p2(-4), p2(-4)));
+  };
+  EXPECT_EQ(probe(0, 1), p2(-8));
+  EXPECT_EQ(probe(0, 4), p2(-8));
+  EXPECT_EQ(probe(2, 3), p2(-8));
+  EXPECT_EQ(probe(0, 2), 0.0);
+  EXPECT_EQ(probe(1, 2), 0.0);
+  EXPECT_EQ(probe(0, 31), 0.0);
+  EXPECT_EQ(probe(3, 4), p2(-8));
+  // 2^-10 (26 bits below 2^16) is dropped even with the pair in one group: 25 bits kept.
+  EXPECT_EQ(run(m, dot(32).set(0, p2(8), p2(8)).set(1, -p2(8), p2(8)).set(4, p2(-5), p2(-5))), 0.0);
+  mma_model bad = m;
+  bad.k_order[1] = 0;  // not a permutation
+  EXPECT_THROW((void)run(bad, dot(32)), error);
+}
+
 TEST(mma_model, nan_and_inf) {
   const auto& m = model("h200-mma-bf16");
   const double inf = std::numeric_limits<double>::infinity();

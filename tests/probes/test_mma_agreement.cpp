@@ -74,7 +74,8 @@ TEST_P(agreement_model, random_vectors_tell_apart_every_one_parameter_change) {
 
 std::vector<std::string> names() {
   std::vector<std::string> out;
-  for (const auto& m : emu::mma_models()) out.push_back(m.name);
+  for (const auto& m : emu::mma_models())
+    if (m.k_order.empty()) out.push_back(m.name);  // the catalogue assumes k order (test_mma_classify)
   return out;
 }
 

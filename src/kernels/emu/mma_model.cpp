@@ -166,6 +166,24 @@ double mma_dot(const mma_model& model, std::span<const double> a, std::span<cons
                                          a.size(), b.size()));
   if (model.k_group < 1 || model.k % model.k_group != 0)
     throw_input_error(place, fmt::format("{}: k_group {} does not divide k {}", model.name, model.k_group, model.k));
+  if (!model.k_order.empty()) {
+    // Products taken in the model's order (checked to be a permutation of 0..k-1).
+    std::vector<bool> seen(a.size(), false);
+    bool ok = model.k_order.size() == a.size();
+    for (const int i : model.k_order) {
+      ok = ok && i >= 0 && i < model.k && !seen[static_cast<std::size_t>(i)];
+      if (ok) seen[static_cast<std::size_t>(i)] = true;
+    }
+    if (!ok) throw_input_error(place, fmt::format("{}: k_order is not a permutation of 0..{}", model.name, model.k - 1));
+    std::vector<double> pa, pb;
+    for (const int i : model.k_order) {
+      pa.push_back(a[static_cast<std::size_t>(i)]);
+      pb.push_back(b[static_cast<std::size_t>(i)]);
+    }
+    mma_model in_order = model;
+    in_order.k_order.clear();
+    return mma_dot(in_order, pa, pb, c, place);
+  }
   const mma_format_bits in = mma_bits(model.input);
   const mma_format_bits out = mma_bits(model.output);
   bool nonfinite = !std::isfinite(c);
@@ -237,6 +255,15 @@ double mma_dot(const mma_model& model, std::span<const double> a, std::span<cons
     if (!std::isfinite(running)) break;  // a group overflowed: later finite products keep +-Inf
   }
   return running;
+}
+
+std::vector<int> mma_pairs_interleaved_order(int k) {
+  std::vector<int> order;
+  for (int i = 0; i < k; ++i)
+    if (i % 4 < 2) order.push_back(i);
+  for (int i = 0; i < k; ++i)
+    if (i % 4 >= 2) order.push_back(i);
+  return order;
 }
 
 const mma_model& find_mma_model(std::string_view name, const std::string& place) {

@@ -55,7 +55,15 @@ struct mma_model {
   bool products_exact = true;            // false: each product rounded (RNE) to the input's precision
   bool flush_subnormal_inputs = false;   // subnormal A/B (and C) read as zero
   bool flush_subnormal_output = false;   // a subnormal result written as zero
+  // The order in which the products enter the groups: product k_order[i] is the i-th; groups
+  // are consecutive in this order. Empty: k order. Hopper's mma.sync with fp8 inputs (measured
+  // on an H200, docs/hardware.md) sums k mod 4 in {0, 1} first, then k mod 4 in {2, 3}.
+  std::vector<int> k_order;
 };
+
+// The order of Hopper's fp8 mma.sync (m16n8k32): two groups of 16, the first taking the products
+// with k mod 4 < 2 (0, 1, 4, 5, ...), the second the others (2, 3, 6, 7, ...).
+[[nodiscard]] std::vector<int> mma_pairs_interleaved_order(int k);
 
 // d = sum_k a[k] * b[k] + c under the model. a and b must be values of model.input (and c of
 // the output format); anything else is an input error naming `place`. Lengths must equal

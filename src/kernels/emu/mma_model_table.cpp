@@ -39,8 +39,14 @@ mma_model make(std::string name, std::string instruction, std::string source, fo
   return m;
 }
 
+mma_model interleaved(mma_model m) {
+  m.k_order = mma_pairs_interleaved_order(m.k);
+  return m;
+}
+
 const std::vector<mma_model>& table() {
   static const std::string k_mmasim = "MMA-Sim (arXiv 2511.10909), not yet measured by numprobe";
+  static const std::string k_measured = "numprobe mma on an NVIDIA H200 (sm_90), 2026-12-06";
   static const std::vector<mma_model> models = {
       make("h200-wgmma-e4m3", "wgmma.m64nNk32.f32.e4m3.e4m3", k_mmasim, format_id::m_e4m3fn, 32, 32, 13, 13),
       make("h200-wgmma-e5m2", "wgmma.m64nNk32.f32.e5m2.e5m2", k_mmasim, format_id::m_e5m2, 32, 32, 13, 13),
@@ -53,6 +59,13 @@ const std::vector<mma_model>& table() {
       make("a100-mma-bf16", "mma.sync.m16n8k16.f32.bf16.bf16.f32", k_mmasim, format_id::m_bf16, 16, 8, 24, 23),
       make("a100-mma-f16", "mma.sync.m16n8k16.f32.f16.f16.f32", k_mmasim, format_id::m_f16, 16, 8, 24, 23),
       make("l40-mma-e4m3", "mma.sync.m16n8k32.f32.e4m3.e4m3.f32", k_mmasim, format_id::m_e4m3fn, 32, 16, 13, 13),
+      // Measured by numprobe on an H200 (docs/hardware.md, "fp8 mma.sync on Hopper";
+      // docs/measurements/mma_h200_2026-12-06/): two groups of 16 with fp16's 25 bits, the
+      // products taken k mod 4 < 2 first. MMA-Sim has no entry for this instruction.
+      interleaved(make("h200-mma-e4m3", "mma.sync.m16n8k32.f32.e4m3.e4m3.f32", k_measured, format_id::m_e4m3fn, 32,
+                       16, 25, 23)),
+      interleaved(make("h200-mma-e5m2", "mma.sync.m16n8k32.f32.e5m2.e5m2.f32", k_measured, format_id::m_e5m2, 32,
+                       16, 25, 23)),
   };
   return models;
 }
