@@ -180,7 +180,8 @@ TEST(mma_model, subnormals) {
 }
 
 // Hopper's fp8 mma.sync as measured on an H200 (docs/hardware.md): two groups of 16 with 25 bits,
-// k mod 4 < 2 first, the first group's fp32 result (truncated) entering the second as C. With
+// k mod 4 < 2 first, the first group's fp32 result (truncated) entering the second as C, and the
+// instruction's C added last by an fp32 addition rounded to nearest. With
 // +2^16 at k = i, -2^16 at k = j and 2^-8 (24 bits below) at k = 5, hand-derived:
 //   i, j both in the first group (0,1), (0,4), or both in the second (2,3): the pair cancels
 //     inside its group and 2^-8 survives;
@@ -209,6 +210,13 @@ TEST(mma_model, hopper_fp8_mma_sync_takes_pairs_of_k_first) {
   EXPECT_EQ(probe(3, 4), p2(-8));
   // 2^-10 (26 bits below 2^16) is dropped even with the pair in one group: 25 bits kept.
   EXPECT_EQ(run(m, dot(32).set(0, p2(8), p2(8)).set(1, -p2(8), p2(8)).set(4, p2(-5), p2(-5))), 0.0);
+  // C last, rounded to nearest: products 1 (k = 0) and C = 1.5 * 2^-24. The groups give 1; then
+  // 1 + 0.75 ulp rounds to nearest, 1 + 2^-23. With C as a term of the first group (F = 25, grid
+  // 2^-25: C kept exactly) the sum 1 + 3 * 2^-25 would be truncated to 1.
+  EXPECT_EQ(run(m, dot(32).set(0, 1, 1), 1.5 * p2(-24)), 1 + p2(-23));
+  mma_model c_in_group = m;
+  c_in_group.c_added_last = false;
+  EXPECT_EQ(run(c_in_group, dot(32).set(0, 1, 1), 1.5 * p2(-24)), 1.0);
   mma_model bad = m;
   bad.k_order[1] = 0;  // not a permutation
   EXPECT_THROW((void)run(bad, dot(32)), error);

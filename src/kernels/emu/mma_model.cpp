@@ -228,7 +228,7 @@ double mma_dot(const mma_model& model, std::span<const double> a, std::span<cons
     return x == 0.0 ? term{} : decompose(x, out);
   };
 
-  double running = c;
+  double running = model.c_added_last ? 0.0 : c;
   for (int g = 0; g < model.k; g += model.k_group) {
     std::vector<term> terms;
     for (int i = g; i < g + model.k_group; ++i) terms.push_back(product(a[i], b[i]));
@@ -253,6 +253,14 @@ double mma_dot(const mma_model& model, std::span<const double> a, std::span<cons
     running = round_out(sum, scale, model.output_fraction_bits, out, model.output_rounding,
                         model.flush_subnormal_output);
     if (!std::isfinite(running)) break;  // a group overflowed: later finite products keep +-Inf
+  }
+  if (model.c_added_last && std::isfinite(running) && c != 0.0) {
+    // One fp32 addition of C: exact two-term sum (64 bits below the larger), then rounded.
+    std::vector<term> two;
+    if (running != 0.0) two.push_back(decompose(running, out));
+    two.push_back(c_term(c));
+    auto [sum, scale] = fused_sum(two, 64, mma_rounding::m_toward_zero);
+    running = round_out(sum, scale, model.output_fraction_bits, out, model.c_last_rounding, model.flush_subnormal_output);
   }
   return running;
 }

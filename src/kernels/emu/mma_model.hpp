@@ -59,6 +59,11 @@ struct mma_model {
   // are consecutive in this order. Empty: k order. Hopper's mma.sync with fp8 inputs (measured
   // on an H200, docs/hardware.md) sums k mod 4 in {0, 1} first, then k mod 4 in {2, 3}.
   std::vector<int> k_order;
+  // C added after every group by one fp32 addition rounded with c_last_rounding (the groups
+  // then start from zero). Hopper's fp8 mma.sync, measured on an H200: its two halves chained
+  // with truncation, then C added with round to nearest (docs/hardware.md).
+  bool c_added_last = false;
+  mma_rounding c_last_rounding = mma_rounding::m_nearest_even;
 };
 
 // The order of Hopper's fp8 mma.sync (m16n8k32): two groups of 16, the first taking the products

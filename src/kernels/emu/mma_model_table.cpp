@@ -41,6 +41,8 @@ mma_model make(std::string name, std::string instruction, std::string source, fo
 
 mma_model interleaved(mma_model m) {
   m.k_order = mma_pairs_interleaved_order(m.k);
+  m.c_added_last = true;
+  m.c_last_rounding = mma_rounding::m_nearest_even;
   return m;
 }
 
@@ -61,7 +63,8 @@ const std::vector<mma_model>& table() {
       make("l40-mma-e4m3", "mma.sync.m16n8k32.f32.e4m3.e4m3.f32", k_mmasim, format_id::m_e4m3fn, 32, 16, 13, 13),
       // Measured by numprobe on an H200 (docs/hardware.md, "fp8 mma.sync on Hopper";
       // docs/measurements/mma_h200_2026-12-06/): two groups of 16 with fp16's 25 bits, the
-      // products taken k mod 4 < 2 first. MMA-Sim has no entry for this instruction.
+      // products taken k mod 4 < 2 first, the second group taking the first's truncated fp32
+      // result, then C added by an fp32 addition rounded to nearest. MMA-Sim has no entry for it.
       interleaved(make("h200-mma-e4m3", "mma.sync.m16n8k32.f32.e4m3.e4m3.f32", k_measured, format_id::m_e4m3fn, 32,
                        16, 25, 23)),
       interleaved(make("h200-mma-e5m2", "mma.sync.m16n8k32.f32.e5m2.e5m2.f32", k_measured, format_id::m_e5m2, 32,
