@@ -191,10 +191,14 @@ attention_output attention(const attention_case& c, std::span<const double> q_ro
 #pragma omp parallel for schedule(static)
   for (std::int64_t bg = 0; bg < c.batch * c.kv_heads; ++bg) {
     const std::int64_t b = bg / c.kv_heads, g = bg % c.kv_heads;
-    const strided_map vh(v.data() + (b * c.seq * c.kv_heads + g) * c.head_dim, c.seq, c.head_dim,
-                         Eigen::OuterStride<Eigen::Dynamic>(kv_stride));
-    Eigen::Map<Eigen::RowVectorXd>(v_means.data() + bg * c.head_dim, c.head_dim) =
-        vh.colwise().sum() / static_cast<double>(c.seq);
+    // A plain loop in key order: Eigen's colwise sum over a map chooses its vectorised order
+    // from the data's address, so the mean's last bits (and O's, on 53-bit inputs) would
+    // depend on where the allocator put V.
+    const double* base = v.data() + (b * c.seq * c.kv_heads + g) * c.head_dim;
+    double* mean = v_means.data() + bg * c.head_dim;
+    for (std::int64_t j = 0; j < c.seq; ++j)
+      for (std::int64_t d = 0; d < c.head_dim; ++d) mean[d] += base[j * kv_stride + d];
+    for (std::int64_t d = 0; d < c.head_dim; ++d) mean[d] /= static_cast<double>(c.seq);
   }
 
 #pragma omp parallel

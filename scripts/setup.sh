@@ -24,7 +24,8 @@ if [ "$with_tests" = 1 ]; then
   debs+=(git pkg-config python3-pip python3-venv
          googletest libgtest-dev  # the test binaries
          clang libomp-dev  # CI's sanitizer + libFuzzer build (clang's OpenMP is libomp)
-         chromium)  # headless render test of the HTML report (tests/reports)
+         chromium  # headless render test of the HTML report (tests/reports)
+         openmpi-bin libopenmpi-dev)  # run/scan --mpi and its mpirun tests (optional at build time)
   # HIP toolchain (compile-only here: no AMD GPU) for the one-source GPU kernels.
   if [ "${NUMPROBE_WITH_HIP:-1}" = 1 ]; then
     debs+=(hipcc libamdhip64-dev rocm-device-libs)

@@ -16,6 +16,9 @@ werror=OFF
 if [ "${CI:-}" = true ]; then werror=ON; fi
 scripts/build.sh -DPython3_EXECUTABLE="$(scripts/python_setup.sh)" \
   -DNUMPROBE_UNITY_BUILD="${NUMPROBE_UNITY_BUILD:-ON}" -DNUMPROBE_WERROR="${NUMPROBE_WERROR:-$werror}"
+# Tests run side by side; OpenMP threads that spin at barriers on shared cores slow every test
+# down (tests/CMakeLists.txt sets this for the GoogleTest tests; here it reaches the others too).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
 # The Python package (python/): built into a venv against this tree, its pytest suite and the
 # examples in examples/python (numpy only).

@@ -12,6 +12,63 @@
 namespace numprobe::probes {
 namespace {
 
+// One length's measurement: a point, a refusal or a backend error (drift_result's lists).
+struct drift_outcome {
+  enum kind_t : std::uint8_t { m_point, m_unsupported, m_error };
+  std::size_t index = 0;  // in the sweep's lengths
+  kind_t kind = m_point;
+  attention_point point;
+  tile_shape tiles;  // the provider's tiles after the point
+  drift_point_error error;
+};
+
+// A rank's outcomes as bytes (`--mpi`), and back; `stopped`: the rank was interrupted.
+std::string to_wire(const std::vector<drift_outcome>& outcomes, bool stopped) {
+  wire::writer w;
+  w.put(stopped);
+  w.put<std::uint64_t>(outcomes.size());
+  for (const auto& o : outcomes) {
+    w.put<std::uint64_t>(o.index);
+    w.put(o.kind);
+    if (o.kind == drift_outcome::m_point) {
+      write_wire(w, o.point);
+      w.put(o.tiles);
+    } else {
+      w.put(o.error.seq);
+      w.put(o.error.case_id);
+      w.put(o.error.message);
+    }
+  }
+  return w.take();
+}
+
+// Appends rank `rank`'s outcomes; returns whether it was interrupted.
+bool from_wire(const std::string& bytes, std::size_t rank, std::vector<drift_outcome>& out) {
+  wire::reader rd(bytes, fmt::format("drift --mpi: rank {}'s points", rank));
+  bool stopped = false;
+  rd.get(stopped);
+  const std::size_t n = rd.count(1);
+  for (std::size_t k = 0; k < n; ++k) {
+    drift_outcome o;
+    std::uint64_t index = 0;
+    rd.get(index);
+    o.index = static_cast<std::size_t>(index);
+    rd.get(o.kind);
+    if (o.kind > drift_outcome::m_error) throw_backend_error("drift --mpi", fmt::format("rank {}'s points: not this build's layout", rank));
+    if (o.kind == drift_outcome::m_point) {
+      read_wire(rd, o.point);
+      rd.get(o.tiles);
+    } else {
+      rd.get(o.error.seq);
+      rd.get(o.error.case_id);
+      rd.get(o.error.message);
+    }
+    out.push_back(std::move(o));
+  }
+  rd.finish();
+  return stopped;
+}
+
 // Key tiles per row at length S: the x axis of the growth fit.
 double key_tiles(std::int64_t seq, std::int64_t tile_k) {
   return static_cast<double>((seq + tile_k - 1) / tile_k);
@@ -45,46 +102,77 @@ drift_result run_drift(attention_provider& provider, const drift_options& opts) 
   if (!provider.computes_row_subsets()) all_inputs.materialize_q();
   attention_probe_options probe = opts.probe;
   probe.prefix_source = &all_inputs;
-  std::vector<double> xs, ys, rs;  // key tiles; rel_rms; ratio_to_naive (the dimensionless error)
-  r.lengths_planned = lengths.size();
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    if (opts.stop && opts.stop()) {
-      r.incomplete = true;
-      break;
-    }
-    attention_case c = opts.base;
-    c.seq = lengths[i];
-    c.validate();
-    attention_point p;
-    try {
-      p = run_attention_point(provider, c, probe);
-    } catch (const unsupported_case& e) {
-      // The kernel declares this length unsupported: listed, not an error, and skipped.
-      r.unsupported_points.push_back({c.seq, c.id(), e.reason()});
-      if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
-      continue;
-    } catch (const error& e) {
-      if (opts.stop && opts.stop()) {  // a signal while an exec kernel ran: the point is not measured
-        r.incomplete = true;
+  // Measured first (this rank's share of the lengths under --mpi), then put in length order.
+  std::vector<drift_outcome> outcomes;
+  bool stopped = false;
+  auto measure = [&] {
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      if (!opts.share.mine(i)) continue;
+      if (opts.stop && opts.stop()) {
+        stopped = true;
         break;
       }
-      if (e.code() != exit_code::m_backend) throw;
-      r.point_errors.push_back({c.seq, c.id(), e.what()});
-      if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
+      attention_case c = opts.base;
+      c.seq = lengths[i];
+      c.validate();
+      drift_outcome o;
+      o.index = i;
+      try {
+        o.point = run_attention_point(provider, c, probe);
+        o.kind = drift_outcome::m_point;
+        o.tiles = provider.tiles();
+      } catch (const unsupported_case& e) {
+        // The kernel declares this length unsupported: listed, not an error, and skipped.
+        o.kind = drift_outcome::m_unsupported;
+        o.error = {c.seq, c.id(), e.reason()};
+      } catch (const error& e) {
+        if (opts.stop && opts.stop()) {  // a signal while an exec kernel ran: the point is not measured
+          stopped = true;
+          break;
+        }
+        if (e.code() != exit_code::m_backend) throw;
+        o.kind = drift_outcome::m_error;
+        o.error = {c.seq, c.id(), e.what()};
+      }
+      outcomes.push_back(std::move(o));
+      if (opts.on_point) opts.on_point(outcomes.size(), lengths.size(), c.seq);
+    }
+  };
+  if (!opts.share.split()) {
+    measure();
+  } else {
+    const auto parts = opts.share.exchange([&] {
+      measure();
+      return to_wire(outcomes, stopped);
+    });
+    outcomes.clear();
+    for (std::size_t k = 0; k < parts.size(); ++k) stopped = from_wire(parts[k], k, outcomes) || stopped;
+    std::sort(outcomes.begin(), outcomes.end(),
+              [](const drift_outcome& a, const drift_outcome& b) { return a.index < b.index; });
+  }
+  r.incomplete = stopped;
+  std::vector<double> xs, ys, rs;  // key tiles; rel_rms; ratio_to_naive (the dimensionless error)
+  for (auto& o : outcomes) {
+    if (o.kind == drift_outcome::m_unsupported) {
+      r.unsupported_points.push_back(std::move(o.error));
       continue;
     }
-    r.tiles = provider.tiles();
+    if (o.kind == drift_outcome::m_error) {
+      r.point_errors.push_back(std::move(o.error));
+      continue;
+    }
+    attention_point& p = o.point;
+    r.tiles = o.tiles;
     if (p.kernel.nonfinite_total() > 0) ++r.nan_points;
-    xs.push_back(key_tiles(c.seq, r.tiles.known() ? r.tiles.k : 64));
+    xs.push_back(key_tiles(p.seq, r.tiles.known() ? r.tiles.k : 64));
     ys.push_back(p.kernel.rel_rms);
     rs.push_back(p.ratio_to_naive);
     for (const auto& b : opts.bounds) {
       if (metrics::is_growth_metric(b.metric)) continue;
       const auto m = p.metric(b.metric);
-      if (m && !b.holds(*m)) r.breaches.push_back({c.seq, b.text(), *m});
+      if (m && !b.holds(*m)) r.breaches.push_back({p.seq, b.text(), *m});
     }
     r.points.push_back(std::move(p));
-    if (opts.on_point) opts.on_point(i + 1, lengths.size(), c.seq);
   }
   r.growth = metrics::fit_growth(xs, ys, rs);
   // A growth bound on an insufficient fit (fewer than 3 usable points) measures NaN and fails.

@@ -9,6 +9,7 @@
 #include "numprobe/core/bound.hpp"
 #include "numprobe/core/result.hpp"
 #include "numprobe/metrics/growth_fit.hpp"
+#include "src/core/rank_share.hpp"
 #include "probes/point/attention_probe.hpp"
 #include "probes/tiles/tile_inference.hpp"
 #include "probes/tiles/tile_lengths.hpp"
@@ -27,6 +28,9 @@ struct drift_options {
   // Polled before each point: true once the command was interrupted (SIGINT/SIGTERM). The sweep
   // then stops, and the result holds the points measured (`incomplete`, a partial report).
   std::function<bool()> stop;
+  // `--mpi`: this rank measures the lengths of its share; every rank then holds every point, in
+  // length order, and the result is the single-process result.
+  rank_share share;
 };
 
 struct drift_breach {

@@ -4,20 +4,21 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <memory>
 
 #include "numprobe/base/error.hpp"
 #include "probes/classes/bisect_fp8.hpp"
 
 namespace numprobe::probes {
 
-audit_result run_audit(const audit_options& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// The audit on `ctx`. `only` (the --mpi share) takes item 0 for the baseline and 1..N for the
+// classes; `inferred`, when given, is the tile inference already run for this audit.
+audit_result audit_on(bisect_context& ctx, const audit_options& o, const std::function<bool(std::size_t)>& only,
+                      const tile_inference* inferred) {
   audit_result r;
-  std::vector<bound> bounds = o.bounds.empty() ? std::vector<bound>{default_accuracy_bound(o.provider)} : o.bounds;
-  for (const auto& b : bounds) r.bounds.push_back(b.text());
-  bisect_context ctx(o.provider, bounds, o.probe);
-  ctx.on_step = o.on_step;
-  ctx.stop = o.stop;
+  for (const auto& b : ctx.bounds()) r.bounds.push_back(b.text());
   r.provider = ctx.provider_name();
   r.provider_metadata = ctx.provider_metadata();
   attention_case base = o.base;
@@ -33,7 +34,7 @@ audit_result run_audit(const audit_options& o) {
     r.tile_source = o.provider.tile ? "--tile" : "kernel";
   } else {
     try {
-      r.inferred = infer_tile(ctx.provider(), base);
+      r.inferred = inferred ? *inferred : infer_tile(ctx.provider(), base);
     } catch (const error&) {
       if (!(o.stop && o.stop())) throw;  // interrupted: the cases are skipped below, the tile stays unknown
     }
@@ -45,8 +46,11 @@ audit_result run_audit(const audit_options& o) {
       r.tile_source = "common sizes";
     }
   }
-  r.baseline = run_audit_baseline(ctx, base, r.tile_q, r.tile_k, r.errors, r.unsupported);
-  r.classes = run_audit_classes(ctx, base, o.seq_hi, o.quick, r.tile_q, r.tile_k, r.errors, r.unsupported);
+  if (!only || only(0)) r.baseline = run_audit_baseline(ctx, base, r.tile_q, r.tile_k, r.errors, r.unsupported);
+  const std::function<bool(std::size_t)> classes_only =
+      only ? std::function<bool(std::size_t)>([&only](std::size_t i) { return only(i + 1); }) : nullptr;
+  r.classes = run_audit_classes(ctx, base, o.seq_hi, o.quick, r.tile_q, r.tile_k, r.errors, r.unsupported,
+                                classes_only);
   if (r.baseline.relative && failing_classes(r.classes).empty()) {
     // Wrong everywhere, and no class stands out against the absolute bound (its controls break
     // it too): judge the classes again against twice the kernel's own error level, so that a
@@ -56,7 +60,7 @@ audit_result run_audit(const audit_options& o) {
     ctx.rebound(std::move(rel));
     r.baseline.relative_bound = r.baseline.relative->text();
     std::vector<audit_error> errors, refused;
-    r.classes = run_audit_classes(ctx, base, o.seq_hi, o.quick, r.tile_q, r.tile_k, errors, refused);
+    r.classes = run_audit_classes(ctx, base, o.seq_hi, o.quick, r.tile_q, r.tile_k, errors, refused, classes_only);
     r.errors.insert(r.errors.end(), errors.begin(), errors.end());
     r.unsupported.insert(r.unsupported.end(), refused.begin(), refused.end());
   }
@@ -64,6 +68,42 @@ audit_result run_audit(const audit_options& o) {
   r.trace = ctx.trace();
   r.seq_asked = o.seq_hi;
   for (const auto& s : r.trace) r.seq_longest = std::max(r.seq_longest, s.seq);
+  return r;
+}
+
+}  // namespace
+
+audit_result run_audit(const audit_options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<bound> bounds =
+      o.bounds.empty() ? std::vector<bound>{default_accuracy_bound(o.provider)} : o.bounds;
+  auto context = [&] {
+    auto ctx = std::make_unique<bisect_context>(o.provider, bounds, o.probe);
+    ctx->stop = o.stop;
+    return ctx;
+  };
+  audit_result r;
+  if (!o.share.split()) {
+    auto ctx = context();
+    ctx->on_step = o.on_step;
+    r = audit_on(*ctx, o, nullptr, nullptr);
+  } else {
+    // Each rank measures its share, recording every outcome; then every rank judges the whole
+    // audit from all ranks' outcomes, as one process would have (a case no rank recorded, as
+    // in a second judgement against the kernel's own error level, is measured then).
+    auto mine = context();
+    mine->on_step = o.on_step;
+    mine->record();
+    tile_inference inferred;
+    const auto parts = o.share.exchange([&] {
+      inferred = audit_on(*mine, o, [&o](std::size_t i) { return o.share.mine(i); }, nullptr).inferred;
+      return mine->recorded();
+    });
+    auto all = context();
+    for (std::size_t k = 0; k < parts.size(); ++k)
+      all->add_recorded(parts[k], fmt::format("audit --mpi: rank {}'s measurements", k));
+    r = audit_on(*all, o, nullptr, &inferred);
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -14,6 +14,7 @@
 
 #include "numprobe/core/bound.hpp"
 #include "probes/classes/audit_classes.hpp"
+#include "src/core/rank_share.hpp"
 #include "probes/classes/bisect_trace.hpp"
 #include "probes/tiles/tile_inference.hpp"
 
@@ -28,6 +29,10 @@ struct audit_options {
   attention_probe_options probe;  // sampled rows; end-to-end off (audit judges the kernel)
   std::function<void(const bisect_step&)> on_step;
   std::function<bool()> stop;  // polled between cases: true once interrupted (a partial report)
+  // `--mpi`: each rank measures a share of the classes (the baseline is item 0, the classes
+  // 1..N), the ranks exchange their measurements, and every rank then judges the whole audit
+  // from them: the trace, the evidence and the verdicts are the single-process run's.
+  rank_share share;
 };
 
 struct audit_result {

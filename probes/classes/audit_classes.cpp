@@ -72,7 +72,8 @@ void settle_unjudged(audit_class& k, const std::vector<audit_error>& errors,
 std::vector<audit_class> run_audit_classes(bisect_context& ctx, const attention_case& base, std::int64_t seq_hi,
                                            bool quick, std::int64_t tile_q, std::int64_t tile_k,
                                            std::vector<audit_error>& errors,
-                                           std::vector<audit_error>& refusals) {
+                                           std::vector<audit_error>& refusals,
+                                           const std::function<bool(std::size_t)>& only) {
   using namespace audit_kit;
   const auto& under_test = ctx.base_provider();
   const auto fp8_points = active_fp8_points(under_test);
@@ -84,23 +85,28 @@ std::vector<audit_class> run_audit_classes(bisect_context& ctx, const attention_
   L.decode = ctx.decode();
   L.seq_hi = seq_hi;
   L.decode_queries = std::clamp<std::int64_t>(base.queries, 1, 8);
+  using class_probe = audit_class (*)(runner&, const attention_case&, const layout&);
+  static constexpr class_probe k_probes[] = {empty_split, finite_sentinel, rescale_frame, accumulation,
+                                             index_threshold, mask_geometry, tail_tile, gqa_mapping,
+                                             fp8_scaling, nullptr /* sub-byte formats */, wavefront};
+  static_assert(std::size(k_probes) == 11);
   std::vector<audit_class> out;
-  out.push_back(empty_split(r, base, L));
-  out.push_back(finite_sentinel(r, base, L));
-  out.push_back(rescale_frame(r, base, L));
-  out.push_back(accumulation(r, base, L));
-  out.push_back(index_threshold(r, base, L));
-  out.push_back(mask_geometry(r, base, L));
-  out.push_back(tail_tile(r, base, L));
-  out.push_back(gqa_mapping(r, base, L));
-  out.push_back(fp8_scaling(r, base, L));
-  out.push_back({"sub-byte formats", "not-applicable",
-                 {"attention kernels take no sub-byte (fp4/fp6/int4) inputs here; audit quantizers with `numprobe quant`"},
-                 {}, {}});
-  out.push_back(wavefront(r, base, L));
+  for (std::size_t i = 0; i < std::size(k_probes); ++i) {
+    if (!k_probes[i]) {
+      out.push_back({"sub-byte formats", "not-applicable",
+                     {"attention kernels take no sub-byte (fp4/fp6/int4) inputs here; audit quantizers with `numprobe quant`"},
+                     {}, {}});
+    } else if (only && !only(i)) {
+      out.push_back({"(another rank's class)", "not-applicable", {}, {}, {}});
+    } else {
+      out.push_back(k_probes[i](r, base, L));
+    }
+  }
   for (auto& k : out) settle_unjudged(k, errors, refusals);
   return out;
 }
+
+std::size_t audit_class_count() { return 11; }
 
 audit_baseline run_audit_baseline(bisect_context& ctx, const attention_case& base, std::int64_t tile_q,
                                   std::int64_t tile_k, std::vector<audit_error>& errors,

@@ -4,6 +4,7 @@
 // mechanism under suspicion, and the plain-case baseline before them. Shared by the audit and
 // bisect families; every measurement is a step of a bisect_context trace.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -63,7 +64,11 @@ struct audit_baseline {
 [[nodiscard]] std::vector<audit_class> run_audit_classes(bisect_context& ctx, const attention_case& base,
                                                          std::int64_t seq_hi, bool quick, std::int64_t tile_q,
                                                          std::int64_t tile_k, std::vector<audit_error>& errors,
-                                                         std::vector<audit_error>& refusals);
+                                                         std::vector<audit_error>& refusals,
+                                                         const std::function<bool(std::size_t)>& only = {});
+// The number of classes run_audit_classes returns (`only` takes their indices: `audit --mpi`
+// measures a share of them; the classes left out come back not-applicable, unmeasured).
+[[nodiscard]] std::size_t audit_class_count();
 
 // The baseline of run_audit on an existing context (see audit_baseline).
 [[nodiscard]] audit_baseline run_audit_baseline(bisect_context& ctx, const attention_case& base, std::int64_t tile_q,

@@ -47,17 +47,51 @@ tile_shape bisect_context::tiles() { return provider_for(m_base).tiles(); }
 std::string bisect_context::provider_name() { return provider_for(m_base).name(); }
 nlohmann::json bisect_context::provider_metadata() { return provider_for(m_base).metadata(); }
 
+bisect_context::outcome bisect_context::measure(const attention_case& c, const provider_options& po) {
+  const auto t0 = std::chrono::steady_clock::now();
+  outcome o;
+  auto& prov = provider_for(po);
+  try {
+    o.point = run_attention_point(prov, c, m_probe);
+  } catch (const unsupported_case& e) {
+    o.kind = outcome::m_unsupported;
+    o.place = e.place();
+    o.text = e.reason();
+  } catch (const error& e) {
+    // A backend error is the case's outcome (the audit records it and goes on); any other
+    // error ends the command, here as elsewhere.
+    if (e.code() != exit_code::m_backend) throw;
+    o.kind = outcome::m_error;
+    o.code = static_cast<std::int32_t>(e.code());
+    o.place = e.place();
+    o.text = e.what();
+    if (!o.place.empty() && o.text.rfind(o.place + ": ", 0) == 0) o.text.erase(0, o.place.size() + 2);
+  }
+  o.provider = prov.name();
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return o;
+}
+
 bisect_step& bisect_context::evaluate(const std::string& stage, const attention_case& c,
                                       const provider_options& po, const std::string& change) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto& prov = provider_for(po);
-  const attention_point p = run_attention_point(prov, c, m_probe);
+  const std::string key = provider_key(po) + "#" + c.id();
+  outcome measured;
+  const outcome* o = nullptr;
+  if (const auto it = m_outcomes.find(key); it != m_outcomes.end()) {
+    o = &it->second;
+  } else {
+    measured = measure(c, po);
+    o = m_recording ? &(m_outcomes[key] = std::move(measured)) : &measured;
+  }
+  if (o->kind == outcome::m_unsupported) throw unsupported_case(o->place, o->text);
+  if (o->kind == outcome::m_error) throw error(static_cast<exit_code>(o->code), o->place, o->text);
+  const attention_point& p = o->point;
   bisect_step s;
   s.index = static_cast<int>(m_trace.size()) + 1;
   s.stage = stage;
   s.case_id = p.case_id;
   s.change = change;
-  s.provider = prov.name();
+  s.provider = o->provider;
   s.seq = c.seq;
   s.rows = p.rows_evaluated;
   s.rel_rms = p.kernel.rel_rms;
@@ -74,10 +108,46 @@ bisect_step& bisect_context::evaluate(const std::string& stage, const attention_
     if (i == 0) s.gate_value = v;
     if (!m_bounds[i].holds(v)) s.failed = true;
   }
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.seconds = o->seconds;
   m_trace.push_back(std::move(s));
   if (on_step) on_step(m_trace.back());
   return m_trace.back();
+}
+
+std::string bisect_context::recorded() const {
+  wire::writer w;
+  w.put<std::uint64_t>(m_outcomes.size());
+  for (const auto& [key, o] : m_outcomes) {
+    w.put(key);
+    w.put(o.kind);
+    w.put(o.provider);
+    w.put(o.seconds);
+    w.put(o.code);
+    w.put(o.place);
+    w.put(o.text);
+    if (o.kind == outcome::m_point) write_wire(w, o.point);
+  }
+  return w.take();
+}
+
+void bisect_context::add_recorded(const std::string& bytes, const std::string& place) {
+  wire::reader r(bytes, place);
+  const std::size_t n = r.count(1);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string key;
+    outcome o;
+    r.get(key);
+    r.get(o.kind);
+    if (o.kind > outcome::m_error) throw_backend_error(place, "an outcome of another layout");
+    r.get(o.provider);
+    r.get(o.seconds);
+    r.get(o.code);
+    r.get(o.place);
+    r.get(o.text);
+    if (o.kind == outcome::m_point) read_wire(r, o.point);
+    m_outcomes.emplace(std::move(key), std::move(o));
+  }
+  r.finish();
 }
 
 provider_options with_states_f64(const provider_options& po, const std::vector<std::string>& names) {

@@ -73,6 +73,15 @@ class bisect_context {
   // causal): family probes keep the case's T and skip masks decode does not take.
   [[nodiscard]] bool decode() const { return m_base.knobs.count("decode") > 0; }
 
+  // `--mpi` (audit): measurements made elsewhere, answered without running the kernel. While
+  // recording, every evaluate() keeps its outcome (the point, or the kernel's refusal or error),
+  // keyed by the provider and the case; recorded() gives them as bytes (src/core/wire.hpp), and
+  // add_recorded() makes another context answer those cases from them. A case not recorded runs.
+  // The trace a context makes from recorded outcomes is the trace it would make measuring them.
+  void record() { m_recording = true; }
+  [[nodiscard]] std::string recorded() const;
+  void add_recorded(const std::string& bytes, const std::string& place);
+
   std::function<void(const bisect_step&)> on_step;
   // Polled before each audit case: true once the command was interrupted (SIGINT/SIGTERM). The
   // cases left are then recorded as not run, so the partial report still says what was judged.
@@ -86,6 +95,18 @@ class bisect_context {
   attention_probe_options m_probe;
   std::map<std::string, std::unique_ptr<attention_provider>> m_providers;
   std::vector<bisect_step> m_trace;
+  struct outcome {
+    enum kind_t : std::uint8_t { m_point, m_unsupported, m_error };
+    kind_t kind = m_point;
+    attention_point point;
+    std::string provider;      // the provider's name
+    double seconds = 0.0;      // how long the measurement took where it was made
+    std::int32_t code = 0;     // m_error: the exit code
+    std::string place, text;   // m_unsupported: place and reason; m_error: the whole message
+  };
+  [[nodiscard]] outcome measure(const attention_case& c, const provider_options& po);
+  bool m_recording = false;
+  std::map<std::string, outcome> m_outcomes;  // recorded or added, by provider key and case id
 };
 
 // A provider_options copy with state `name` (or each of `names`) held in f64.

@@ -283,4 +283,65 @@ nlohmann::json to_json(const attention_point& p) {
   return j;
 }
 
+namespace {
+
+// The same field list writes and reads a point: `io` is wire_out or wire_in.
+struct wire_out {
+  wire::writer& w;
+  template <class... T>
+  void put_or_get(const T&... v) {
+    (w.put(v), ...);
+  }
+  template <class T>
+  bool present(const std::optional<T>& o) {
+    w.put<std::uint8_t>(o ? 1 : 0);
+    return o.has_value();
+  }
+};
+struct wire_in {
+  wire::reader& r;
+  template <class... T>
+  void put_or_get(T&... v) {
+    (r.get(v), ...);
+  }
+  template <class T>
+  bool present(std::optional<T>& o) {
+    std::uint8_t has = 0;
+    r.get(has);
+    if (has != 0) o.emplace();
+    else o.reset();
+    return has != 0;
+  }
+};
+
+template <class io, class E>
+void wire_errors(io& x, E& e) {
+  x.put_or_get(e.elements, e.nan_count, e.inf_count, e.max_abs, e.max_rel, e.rel_floor, e.rel_rms, e.max_ulp,
+               e.lse_max_abs, e.bias, e.lse_mismatch_inf, e.lse_nan_count, e.lse_inf_count, e.lse_known, e.per_row);
+}
+
+template <class io, class P>
+void wire_point(io& x, P& p) {
+  x.put_or_get(p.case_id, p.seq, p.queries, p.rows_evaluated);
+  wire_errors(x, p.kernel);
+  wire_errors(x, p.naive);
+  x.put_or_get(p.ratio_to_naive, p.worst, p.nonfinite.nan, p.nonfinite.inf, p.nonfinite.lse_nan,
+               p.nonfinite.lse_inf, p.nonfinite.rows_fully_masked, p.nonfinite.rows_window_edge,
+               p.nonfinite.rows_ordinary, p.nonfinite.rows_unsampled, p.nonfinite.first, p.seconds_inputs,
+               p.seconds_kernel, p.seconds_reference, p.seconds_naive);
+  if (x.present(p.end_to_end)) wire_errors(x, *p.end_to_end);
+}
+
+}  // namespace
+
+void write_wire(wire::writer& w, const attention_point& p) {
+  wire_out x{w};
+  wire_point(x, p);
+}
+
+void read_wire(wire::reader& r, attention_point& p) {
+  wire_in x{r};
+  wire_point(x, p);
+}
+
 }  // namespace numprobe::probes

@@ -15,6 +15,7 @@
 #include "numprobe/core/result.hpp"
 #include "numprobe/core/row_sampling.hpp"
 #include "numprobe/metrics/attention_errors.hpp"
+#include "src/core/wire.hpp"
 #include "src/providers/provider.hpp"
 
 namespace numprobe::probes {
@@ -114,6 +115,11 @@ struct attention_probe_options {
 [[nodiscard]] attention_point run_attention_point(attention_provider& provider,
                                                   const attention_case& c,
                                                   const attention_probe_options& opts);
+
+// A point as bytes and back, exactly (`--mpi` ranks hand their points to one another: the merged
+// report is the single-process one, bit for bit; src/core/wire.hpp).
+void write_wire(wire::writer& w, const attention_point& p);
+void read_wire(wire::reader& r, attention_point& p);
 
 // Bound metric names a point understands (for error messages).
 [[nodiscard]] const std::vector<std::string>& point_metric_names();

@@ -46,6 +46,9 @@ nlohmann::json result_json(const scan_scheme_result& r, std::int64_t cols, scan_
   }
   return {{"scheme", r.scheme},
           {"conventions", r.conventions},
+          {"elements", r.elements},
+          {"sum_sq", json_number(r.sum_sq)},
+          {"sum_sq_err", json_number(r.sum_sq_err)},
           {"sqnr_db", json_number(r.sqnr_db)},
           {"rel_rms", json_number(r.rel_rms)},
           {"max_abs", json_number(r.max_abs)},
@@ -92,6 +95,7 @@ nlohmann::json to_json(const scan_report& r) {
                          {"layer", t.layer < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.layer)},
                          {"bulk_below", json_number(t.bulk_below)},
                          {"act_stats", t.act_stats.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.act_stats)},
+                         {"position", t.position},
                          {"results", nlohmann::json::array()}};
     for (const auto& s : t.results) jt["results"].push_back(result_json(s, t.cols, r.options.rank_by));
     j["tensors"].push_back(std::move(jt));
@@ -110,6 +114,10 @@ nlohmann::json to_json(const scan_report& r) {
   j["source_bytes"] = r.source_bytes;
   j["skipped"] = r.skipped;
   j["seconds"] = r.seconds;
+  // A shard's document says which share it holds and what the merge needs that the rest does not
+  // carry (the ranked table's length); a whole scan's has no such key.
+  if (r.options.shard_count > 1)
+    j["shard"] = {{"index", r.options.shard_index}, {"count", r.options.shard_count}, {"top", r.options.top}};
   return j;
 }
 

@@ -7,6 +7,7 @@
 #include "numprobe/formats/conventions.hpp"
 
 #include <chrono>
+#include <fmt/format.h>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -366,6 +367,29 @@ scan_report run_scan(const scan_options& o) {
                                         (rep.skipped.size() > 3 ? "; ..." : "") + ")");
   }
 
+  // --shard i/N: this shard's share of the selected tensors (scan_shard_of); the rest of the
+  // report stays the whole selection's, so that merged shards give the unsharded report.
+  std::map<std::string, bool> mine = selected;
+  if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
+    throw_input_error("--shard", fmt::format("{}/{} is not i/N with 0 <= i < N", o.shard_index, o.shard_count));
+  if (o.shard_count > 1) {
+    std::vector<std::string> names;
+    std::vector<std::uint64_t> bytes;
+    for (const auto& [name, ds] : entries) {
+      if (!selected[name]) continue;
+      std::uint64_t count = 1;
+      for (auto d : ds.second) count *= d;
+      names.push_back(name);
+      bytes.push_back((count * static_cast<std::uint64_t>(io::bits(ds.first)) + 7) / 8);
+    }
+    const auto shard = scan_shard_of(names, bytes, o.shard_count);
+    total = 0;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      mine[names[i]] = shard[i] == o.shard_index;
+      total += mine[names[i]] ? 1 : 0;
+    }
+  }
+
   // --act-stats: each selected tensor's statistics found and validated before any is scanned.
   std::optional<scan_act_stats> act;
   std::map<std::string, std::string> act_key;  // weight -> its statistics' key
@@ -404,12 +428,12 @@ scan_report run_scan(const scan_options& o) {
       at += v.bytes.size();
     };
     if (npy) {
-      if (npy_view->owner && selected[npy_view->name]) add(*npy_view, o.checkpoint);
+      if (npy_view->owner && mine[npy_view->name]) add(*npy_view, o.checkpoint);
     } else {
       for (std::size_t s = 0; s < ck->shards().size(); ++s) {
         const auto f = io::safetensors_file::open(ck->shards()[s]);
         for (const auto& e : ck->tensors())
-          if (e.shard == s && selected[e.name])
+          if (e.shard == s && mine[e.name])
             if (const auto* v = f.find(e.name); v && v->owner) add(*v, ck->shards()[s]);
       }
     }
@@ -417,8 +441,11 @@ scan_report run_scan(const scan_options& o) {
   io::prefetcher ahead(std::move(plan), {.window = o.prefetch_window});
 
   std::size_t done = 0;
+  std::int64_t position = 0;  // among the selected tensors, in pass order (scan_tensor::position)
   const auto scan_view = [&](const io::tensor_view& v) {
     if (!selected[v.name]) return;
+    const std::int64_t at = position++;
+    if (!mine[v.name]) return;
     if (const auto it = plan_start.find(v.name); it != plan_start.end()) ahead.consumed(it->second);
     scan_tensor t;
     t.name = v.name;
@@ -428,6 +455,7 @@ scan_report run_scan(const scan_options& o) {
     t.rows = static_cast<std::int64_t>(v.element_count()) / t.cols;
     t.layer_type = layer_type_of(v.name);
     t.layer = layer_index_of(v.name);
+    t.position = at;
     const auto fetch = [&](std::int64_t r0, std::int64_t nr, std::span<double> out) {
       (void)nr;
       v.decode(static_cast<std::uint64_t>(r0 * t.cols), out);

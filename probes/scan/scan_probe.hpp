@@ -73,6 +73,10 @@ struct scan_options {
   std::uint64_t release_above = std::uint64_t{256} << 20;
   // Called after each tensor with (tensors done, tensors selected, name).
   std::function<void(std::size_t, std::size_t, const std::string&)> progress;
+  // `scan --shard i/N`: scan only the tensors scan_shard_of gives shard i of N (count 1: all).
+  // Everything else of the report (the selection, skipped, act-stats coverage) is the whole
+  // checkpoint's, so `numprobe merge` of the N shards is the unsharded report (merge_scan_shards).
+  int shard_index = 0, shard_count = 1;
 };
 
 // The worst block of a tensor under one scheme, element by element (first 32 elements,
@@ -117,6 +121,9 @@ struct scan_tensor {
   int layer = -1;          // from "layers.12." and the like; -1 when absent
   double bulk_below = 0.0;  // the bulk bound (scan_bulk.cpp), the same for every scheme
   std::string act_stats;    // the --act-stats tensor that weighted it; "" = none
+  // Its place among the selected tensors in the checkpoint's pass order: ties in the ranking keep
+  // this order, and a merge of shards restores it before ranking.
+  std::int64_t position = 0;
   std::vector<scan_scheme_result> results;  // one per options.schemes, same order
 };
 
@@ -176,6 +183,24 @@ struct scan_report {
 [[nodiscard]] scan_report run_scan(const scan_options& o);
 
 [[nodiscard]] nlohmann::json to_json(const scan_report& r);
+// The inverse of to_json on a scan document (a command document's top level): every field the
+// reports read, exact (JSON numbers round-trip doubles). Throws numprobe::error (exit 2) naming
+// `place` on a field that is missing or of the wrong type.
+[[nodiscard]] scan_report scan_from_json(const nlohmann::json& j, const std::string& place);
+
+// Which shard of `count` each tensor falls in, given the tensors' names and stored bytes: the
+// tensors sorted by name are laid end to end, and a tensor goes to the shard its middle byte
+// falls in (shard k holds the bytes [k B/N, (k+1) B/N) of the B bytes), so each shard holds
+// about 1/N of the bytes and every tensor is in exactly one shard. Same order as `names`.
+[[nodiscard]] std::vector<int> scan_shard_of(const std::vector<std::string>& names,
+                                             const std::vector<std::uint64_t>& bytes, int count);
+
+// `numprobe merge` of `scan --shard i/N` documents: the tensors of all N shards in the pass order,
+// ranked and grouped as one scan (so the report is the unsharded one's). Throws numprobe::error
+// (exit 2) naming the place of a part that is not a shard of the same scan, repeats a shard or
+// leaves one out.
+[[nodiscard]] scan_report merge_scan_shards(const std::vector<scan_report>& parts,
+                                            const std::vector<std::string>& places);
 // One row per tensor and scheme.
 [[nodiscard]] result::table data_table(const scan_report& r);
 

@@ -198,6 +198,14 @@ void fill_result(const scan_report& r, const scan_options& o, const std::vector<
                  bool allow_nonfinite, result::check_result& out) {
   out.backend = "ref";
   out.case_id = fmt::format("scan({},{})", o.checkpoint, o.schemes.front());
+  if (r.tensors.empty()) {  // only a shard can be empty (scan --shard i/N of fewer tensors than N)
+    out.seconds = r.seconds;
+    out.message = fmt::format("shard {}/{}: none of the checkpoint's tensors falls in this shard", o.shard_index,
+                              o.shard_count);
+    out.details = to_json(r);
+    out.details["shard"]["allow_nonfinite"] = allow_nonfinite;
+    return;
+  }
   // Worst tensor for each per-tensor metric (as a gate would see it), then the totals.
   for (const auto& n : k_tensor_metrics_list) {
     const bool higher_is_better = n == "sqnr_db";
@@ -239,6 +247,9 @@ void fill_result(const scan_report& r, const scan_options& o, const std::vector<
   add_view(r, allow_nonfinite, out);
   out.tables.push_back(data_table(r));
   out.details = to_json(r);
+  // The merge's exit status needs it (a NaN/Inf finding is allowed or not); a whole scan's
+  // document has no shard key.
+  if (o.shard_count > 1) out.details["shard"]["allow_nonfinite"] = allow_nonfinite;
 }
 
 }  // namespace numprobe::probes

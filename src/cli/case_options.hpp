@@ -59,6 +59,7 @@ struct case_flags {
   std::string p_format;          // --p-format e4m3fn|e4m3fnuz|e5m2
   double p_prescale = 0.0;       // --p-prescale X
   std::optional<std::int64_t> acc_promote;  // --acc-promote N (N >= 1)
+  std::string acc_model;         // --acc-model NAME (src/kernels/emu/mma_model_table.cpp)
   std::string max_memory;        // --max-memory SIZE (core/memory_budget.hpp)
   // The options that shape the case, to refuse them next to --case ID (which fixes the case:
   // a --seq given with it would otherwise be ignored without a word).

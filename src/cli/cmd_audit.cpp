@@ -3,11 +3,13 @@
 // the bound, and the contrasting case.
 #include <fmt/format.h>
 #include <memory>
+#include <optional>
 
 #include "numprobe/base/error.hpp"
 #include "probes/audit/audit.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/mpi_session.hpp"
 #include "src/cli/progress.hpp"
 #include "src/core/interrupt.hpp"
 
@@ -36,8 +38,14 @@ void setup_audit(CLI::App& app) {
   add_report_flags(sub, flags->out);
   sub->add_flag("--quick", *quick, "fewer lengths per class (a smaller, faster run)");
   sub->add_flag("--trace", *verbose, "print every measured case");
-  sub->callback([flags, quick, verbose] {
+  auto mpi_flag = std::make_shared<bool>(false);
+  sub->add_flag("--mpi", *mpi_flag,
+                "under mpirun: the classes shared among the ranks (rank r on GPU local-rank), rank 0 writes the "
+                "single-process report (needs an MPI build)");
+  sub->callback([flags, quick, verbose, mpi_flag] {
     const auto& f = *flags;
+    std::optional<mpi_session> mpi;
+    if (*mpi_flag) mpi.emplace();
     const std::int64_t hi = parse_seq_max(f.seq);
     if (f.queries != 0 && !f.decode)
       throw_input_error("--queries", "audit sets each probe's query rows (T = S, T < S, T > S); only --decode takes "
@@ -47,11 +55,15 @@ void setup_audit(CLI::App& app) {
     o.seq_hi = hi;
     o.quick = *quick;
     o.provider = make_provider_options(f);
+    if (mpi) {
+      o.provider.device = mpi->local_rank();  // one rank per GPU
+      o.share = mpi->share();
+    }
     o.bounds = make_bounds(f);
     o.probe.sampling = make_sampling(f, 32);
     o.probe.end_to_end = false;
     o.probe.worst = 0;
-    progress_bar bar;
+    progress_bar bar(!mpi || mpi->rank() == 0);
     o.on_step = [&bar](const probes::bisect_step& s) {
       bar.update(static_cast<std::size_t>(s.index), static_cast<std::size_t>(s.index) + 1,
                  fmt::format("seq {}", s.seq));
@@ -63,12 +75,17 @@ void setup_audit(CLI::App& app) {
     const auto r = probes::run_audit(o);
     bar.finish();
     const int signal = interrupt_signal();
-    exit_status() = signal ? 128 + signal : probes::audit_exit_code(r);
-    result::check_result c;
-    probes::fill_result(r, c);
-    auto out = f.out;
-    out.terminal_traces = *verbose;
-    write_command_reports(out, "audit", o.base.seed, std::move(c), signal ? 3 : exit_status(), signal);
+    const int code = signal ? 128 + signal : probes::audit_exit_code(r);
+    auto report = [&] {
+      result::check_result c;
+      probes::fill_result(r, c);
+      auto out = f.out;
+      out.terminal_traces = *verbose;
+      write_command_reports(out, "audit", o.base.seed, std::move(c), signal ? 3 : code, signal);
+      return code;
+    };
+    // Every rank holds the whole result; rank 0 writes it.
+    exit_status() = mpi ? mpi->finish(report) : report();
   });
 }
 

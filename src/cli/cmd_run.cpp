@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <memory>
+#include <optional>
 #include <unistd.h>
 
 #include "numprobe/base/error.hpp"
@@ -14,7 +15,9 @@
 #include "reports/report_writer.hpp"
 #include "src/cli/case_options.hpp"
 #include "src/cli/command.hpp"
+#include "src/cli/mpi_session.hpp"
 #include "src/cli/progress.hpp"
+#include "src/cli/shard_merge.hpp"
 #include "src/core/interrupt.hpp"
 #include "src/providers/provider.hpp"
 #include "src/scenario/check_runner.hpp"
@@ -31,6 +34,7 @@ struct run_flags {
   std::string out;
   bool resume = false;
   bool list = false;
+  bool mpi = false;  // --mpi: the ranks are the shards, rank 0 writes the merged report
   std::map<std::string, std::string> paths;  // format -> PATH
 };
 
@@ -75,6 +79,8 @@ void setup_run(CLI::App& app) {
   sub->add_option("--out", f->out, "write every report and the journal into DIR");
   sub->add_flag("--resume", f->resume, "continue an interrupted run from DIR/journal.jsonl (needs --out)");
   sub->add_flag("--list", f->list, "list the selected checks and exit");
+  sub->add_flag("--mpi", f->mpi,
+                "under mpirun: rank r of n runs shard r/n on GPU local-rank, rank 0 writes the report (needs an MPI build)");
   for (const auto& rf : reports::report_formats())
     sub->add_option(fmt::format("--{}", rf.name), f->paths[std::string(rf.name)],
                     fmt::format("write {} to PATH ('-' for stdout)", rf.description));
@@ -88,6 +94,13 @@ void setup_run(CLI::App& app) {
     o.filter = f->filter;
     if (!f->shard.empty()) o.shard = scenario::parse_shard(f->shard);
     if (f->resume && f->out.empty()) throw_input_error("--resume", "needs --out DIR (the journal lives there)");
+    if (f->mpi && !f->shard.empty()) throw_input_error("--mpi", "the ranks are the shards: give --mpi or --shard");
+    if (f->mpi && f->resume) throw_input_error("--mpi", "does not resume (each rank would need its own journal)");
+    std::optional<mpi_session> mpi;
+    if (f->mpi) mpi.emplace();
+    const bool ranks = mpi && mpi->size() > 1;
+    if (ranks) o.shard = {mpi->rank(), mpi->size()};
+    if (mpi) o.device_override = mpi->local_rank();  // one rank per GPU
     {  // report paths before the run: a clash found after the checks would cost them
       reports::report_targets t;
       t.out_dir = f->out;
@@ -102,7 +115,7 @@ void setup_run(CLI::App& app) {
       std::error_code ec;
       std::filesystem::create_directories(f->out, ec);
       if (ec) throw_input_error(f->out, "cannot create the output folder: " + ec.message());
-      o.journal = (std::filesystem::path(f->out) / "journal.jsonl").string();
+      if (!ranks) o.journal = (std::filesystem::path(f->out) / "journal.jsonl").string();
     }
     o.resume = f->resume;
     const bool to_stdout = std::any_of(f->paths.begin(), f->paths.end(), [](const auto& p) { return p.second == "-"; });
@@ -112,33 +125,58 @@ void setup_run(CLI::App& app) {
     scenario::interrupt_requested().store(false);
     // Ctrl-C/SIGTERM set the flag and wake any child wait (src/core/interrupt.hpp); a second
     // one ends the process at once.
-    auto rr = [&] {
+    const auto run_share = [&] {
       const interrupt_scope defer;
       return scenario::run_scenario(sc, o);
-    }();
-    bar.finish();
-    // The reports carry the process's exit code: 128 + the signal when interrupted.
-    if (rr.incomplete && scenario::interrupt_requested().load())
-      rr.signal = interrupt_signal() > 0 ? interrupt_signal() : SIGINT;
-
-    std::uint64_t seed = 7;
-    if (!sc.checks.empty()) seed = static_cast<std::uint64_t>(sc.checks.front().get_int("seed", 7));
-    rr.envelope = json_envelope("run", seed);
-    rr.envelope["devices"] = devices();
-    nlohmann::json seeds = nlohmann::json::object();
-    for (const auto& c : sc.checks) seeds[c.name] = c.get_int("seed", 7);
-    rr.envelope["seeds"] = {{"inputs", seed}, {"per_check", seeds}};
-    rr.envelope["command"] = "run";
-    reports::report_targets t;
-    t.out_dir = f->out;
-    t.paths = f->paths;
-    reports::write_reports(rr, t);
-    if (!to_stdout) {
-      const char* no_colour = std::getenv("NO_COLOR");
-      reports::terminal_writer(::isatty(STDOUT_FILENO) != 0 && !(no_colour && *no_colour)).print(rr);
+    };
+    // The reports of the run (a rank's merge, or the one process's run); its exit code.
+    const auto report = [&](result::run_result rr) {
+      bar.finish();
+      // The reports carry the process's exit code: 128 + the signal when interrupted.
+      if (rr.incomplete && scenario::interrupt_requested().load())
+        rr.signal = interrupt_signal() > 0 ? interrupt_signal() : SIGINT;
+      std::uint64_t seed = 7;
+      if (!sc.checks.empty()) seed = static_cast<std::uint64_t>(sc.checks.front().get_int("seed", 7));
+      rr.envelope = json_envelope("run", seed);
+      rr.envelope["devices"] = devices();
+      nlohmann::json seeds = nlohmann::json::object();
+      for (const auto& c : sc.checks) seeds[c.name] = c.get_int("seed", 7);
+      rr.envelope["seeds"] = {{"inputs", seed}, {"per_check", seeds}};
+      rr.envelope["command"] = "run";
+      reports::report_targets t;
+      t.out_dir = f->out;
+      t.paths = f->paths;
+      reports::write_reports(rr, t);
+      if (!to_stdout) {
+        const char* no_colour = std::getenv("NO_COLOR");
+        reports::terminal_writer(::isatty(STDOUT_FILENO) != 0 && !(no_colour && *no_colour)).print(rr);
+      }
+      if (!f->out.empty() && !to_stdout) fmt::print("reports in {}\n", f->out);
+      return rr.exit_code();
+    };
+    if (!ranks) {
+      exit_status() = report(run_share());
+      return;
     }
-    if (!f->out.empty() && !to_stdout) fmt::print("reports in {}\n", f->out);
-    exit_status() = rr.exit_code();
+    // Each rank its share of the checks (as --shard r/n) on GPU local-rank; rank 0 puts them back
+    // in scenario order, as `numprobe merge` does. A check that errors names its rank.
+    const auto docs = mpi->run_and_gather([&] {
+      auto part = run_share();
+      part.envelope = json_envelope("run", 0);  // a document as a file holds it (rank 0 writes the real one)
+      for (auto& c : part.checks)
+        if (c.outcome == result::status::m_error) c.message = fmt::format("rank {}: {}", mpi->rank(), c.message);
+      return result::to_json(part).dump();
+    });
+    bar.finish();
+    exit_status() = mpi->finish([&] {
+      std::vector<result::run_result> parts;
+      std::vector<std::string> places;
+      for (std::size_t k = 0; k < docs.size(); ++k) {
+        places.push_back(fmt::format("rank {}", k));
+        parts.push_back(result::run_from_json(nlohmann::json::parse(docs[k]), places.back()));
+      }
+      return report(merge_run_documents(parts, places));
+    });
   });
 }
 

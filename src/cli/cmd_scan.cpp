@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "numprobe/base/error.hpp"
@@ -18,19 +19,24 @@
 #include "src/cli/command.hpp"
 #include "src/cli/quant_conventions.hpp"
 #include "src/cli/report_output.hpp"
+#include "src/cli/mpi_session.hpp"
 #include "src/cli/progress.hpp"
+#include "src/cli/shard_merge.hpp"
+#include "src/scenario/run_scenario.hpp"
 
 namespace numprobe::cli {
 namespace {
 
 struct scan_flags {
   std::string checkpoint, format = "nvfp4", vs, filter, from, to, rank_by = "bulk", act_stats;
+  std::string shard;  // --shard i/N (probes/scan/scan_probe.hpp, scan_shard_of)
   std::string against, layout;  // a released quantized checkpoint (probes/release/release_probe.hpp)
   std::vector<std::string> bounds;
   report_flags out;  // --json, --csv, --md, --html, --junit
   bool all = false;
   std::size_t top = 20;
   bool allow_nonfinite = false;
+  bool mpi = false;  // --mpi: the ranks are the shards, rank 0 writes the merged report
   convention_flags conventions;  // --preset, --scale-division, --scale-floor, --scale-arith, --rule
 };
 
@@ -67,10 +73,23 @@ void setup_scan(CLI::App& app) {
                   "release gate on the worst tensor, e.g. sqnr_db>=20 or identify_unmatched<=0 (repeatable)");
   sub->add_option("--from", f->from, "fp8 migration: source format (e4m3fn)");
   sub->add_option("--to", f->to, "fp8 migration: target format (e4m3fnuz)");
+  sub->add_option("--shard", f->shard,
+                  "scan share i of N (0 <= i < N) of the tensors, split by bytes; `numprobe merge` joins the N "
+                  "JSON documents into the unsharded report");
+  sub->add_flag("--mpi", f->mpi,
+                "under mpirun: rank r of n scans shard r/n, rank 0 writes the unsharded report (needs an MPI build)");
   sub->add_flag("--allow-nonfinite", f->allow_nonfinite,
                 "exit 0 even when input tensors hold NaN/Inf (they are still reported)");
   sub->callback([f, sub] {
-    if (!f->against.empty() || !f->layout.empty() || probes::looks_like_release(f->checkpoint)) {
+    const bool release = !f->against.empty() || !f->layout.empty() || probes::looks_like_release(f->checkpoint);
+    if (!f->shard.empty() && (release || !f->from.empty() || !f->to.empty()))
+      throw_input_error("--shard", "applies to a tensor scan; not to a quantized release or --from/--to");
+    if (f->mpi && (release || !f->from.empty() || !f->to.empty()))
+      throw_input_error("--mpi", "applies to a tensor scan; not to a quantized release or --from/--to");
+    if (f->mpi && !f->shard.empty()) throw_input_error("--mpi", "the ranks are the shards: give --mpi or --shard");
+    std::optional<mpi_session> mpi;
+    if (f->mpi) mpi.emplace();
+    if (release) {
       // A release is read as it is stored: the flags of a tensor scan do not apply to it, and
       // taking them silently would let a user believe they did.
       for (const char* name : {"--format", "--vs", "--top", "--rank-by", "--act-stats", "--all", "--from", "--to",
@@ -127,6 +146,15 @@ void setup_scan(CLI::App& app) {
                                       {"--scale-arith", &f->conventions.arith}})
       if (!value->empty() && !scans_kind(formats::scheme_kind::m_nvfp4))
         throw_input_error(flag, "applies to nvfp4 only; none of --format/--vs is nvfp4");
+    if (!f->shard.empty()) {
+      const auto sh = scenario::parse_shard(f->shard);
+      o.shard_index = sh.index;
+      o.shard_count = sh.count;
+    }
+    if (mpi && mpi->size() > 1) {
+      o.shard_index = mpi->rank();
+      o.shard_count = mpi->size();
+    }
     o.filter = f->filter;
     o.all = f->all;
     o.top = f->top;
@@ -143,6 +171,30 @@ void setup_scan(CLI::App& app) {
     o.progress = [&bar](std::size_t done, std::size_t total, const std::string& name) {
       bar.update(done, total, name);
     };
+    if (mpi && mpi->size() > 1) {  // each rank its shard; rank 0 merges them as `numprobe merge` does
+      const auto docs = mpi->run_and_gather([&] {
+        const auto r = probes::run_scan(o);
+        result::check_result c;
+        probes::fill_result(r, o, {}, f->allow_nonfinite, c);
+        result::normalise_non_finite(c.details);  // as a file would hold it: inf and NaN as strings
+        c.details["command_document"] = true;      // and named as a scan document is
+        c.details["command"] = "scan";
+        return c.details.dump();
+      });
+      exit_status() = mpi->finish([&] {
+        std::vector<nlohmann::json> parsed;
+        std::vector<std::string> places;
+        for (std::size_t k = 0; k < docs.size(); ++k) {
+          parsed.push_back(nlohmann::json::parse(docs[k]));
+          places.push_back(fmt::format("rank {}", k));
+        }
+        auto m = merge_scan_documents(parsed, places);
+        const int code = m.exit_code;
+        write_command_reports(f->out, "scan", 0, std::move(m.check), code);
+        return code;
+      });
+      return;
+    }
     const auto r = probes::run_scan(o);
     bar.finish();
     // NaN/Inf in a checkpoint is a finding: it is excluded from the error sums, so without

@@ -25,5 +25,7 @@ void setup_kl(CLI::App& app);
 void setup_run(CLI::App& app);
 void setup_merge(CLI::App& app);
 void setup_invariance(CLI::App& app);
+void setup_mma(CLI::App& app);
+void setup_burnin(CLI::App& app);
 
 }  // namespace numprobe::cli

@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
   cli::setup_run(app);
   cli::setup_merge(app);
   cli::setup_invariance(app);
+  cli::setup_mma(app);
+  cli::setup_burnin(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -10,7 +10,9 @@ namespace numprobe::cli {
 
 class progress_bar {
  public:
-  progress_bar() : m_enabled(::isatty(STDERR_FILENO) != 0), m_t0(std::chrono::steady_clock::now()) {}
+  // `shown` false: never drawn (the ranks other than 0 under --mpi).
+  explicit progress_bar(bool shown = true)
+      : m_enabled(shown && ::isatty(STDERR_FILENO) != 0), m_t0(std::chrono::steady_clock::now()) {}
   ~progress_bar() { finish(); }
 
   void update(std::size_t done, std::size_t total, const std::string& what) {

@@ -7,6 +7,7 @@
 #include "numprobe/base/error.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 #include "src/kernels/emu/flash_decode.hpp"
+#include "src/kernels/emu/mma_model.hpp"
 #include "src/providers/builtin_providers.hpp"
 #include "src/providers/knobs.hpp"
 #include "src/providers/provider.hpp"
@@ -85,7 +86,8 @@ class emu_provider final : public attention_provider {
       j["fp8"] = {{"kv", m_cfg.fp8.kv}, {"kv_format", formats::name(m_cfg.fp8.kv_format)},
                   {"kv_scale", emu::to_string(m_cfg.fp8.kv_scale)}, {"p", m_cfg.fp8.p},
                   {"p_format", formats::name(m_cfg.fp8.p_format)}, {"p_prescale", m_cfg.fp8.p_prescale},
-                  {"acc_promote", m_cfg.fp8.acc_promote}, {"acc_mantissa_bits", m_cfg.fp8.acc_mantissa}};
+                  {"acc_promote", m_cfg.fp8.acc_promote}, {"acc_mantissa_bits", m_cfg.fp8.acc_mantissa},
+                  {"acc_model", m_acc_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(m_acc_model)}};
     return j;
   }
 
@@ -97,7 +99,7 @@ class emu_provider final : public attention_provider {
       return k.integer(name, 1, std::numeric_limits<std::int64_t>::max());
     };
     if (const std::string* bad = k.first_unknown({"decode", "splits", "split-size", "page-size", "kv-format",
-                                                  "kv-scale", "p-format", "p-prescale", "acc-promote",
+                                                  "kv-scale", "p-format", "p-prescale", "acc-promote", "acc-model",
                                                   "force-rescale", "opaque"}))
       throw_input_error("--" + *bad, "not a knob of the emu backend");
     m_decode = k.has("decode");
@@ -129,6 +131,14 @@ class emu_provider final : public attention_provider {
       m_cfg.fp8.p_prescale = k.positive("p-prescale", std::numeric_limits<double>::max());
     }
     if (k.has("acc-promote")) m_cfg.fp8.acc_promote = integer("acc-promote");
+    if (k.has("acc-model")) {
+      // Issue 31 item 3, first step: only the model's fraction bits reach the accumulator (the
+      // emulator truncates the tile's running sum; the model's k-grouping, alignment and C
+      // handling are not applied yet; docs/hardware.md).
+      const emu::mma_model& mm = emu::find_mma_model(k.text("acc-model"), "--acc-model");
+      m_cfg.fp8.acc_mantissa = mm.internal_fraction_bits;
+      m_acc_model = mm.name;
+    }
     if (m_decode && m_cfg.fp8.any())
       throw_input_error("--decode", "fp8 knobs apply to the prefill kernel only (not yet to --decode)");
     // Faults that need their mechanism switched on name the missing flag.
@@ -152,6 +162,7 @@ class emu_provider final : public attention_provider {
   std::uint64_t m_calls = 0;
   emu::decode_config m_dcfg;
   emu::flash_config m_cfg;
+  std::string m_acc_model;  // --acc-model NAME, empty when not given
   formats::format_id m_input = formats::format_id::m_bf16;
 };
 

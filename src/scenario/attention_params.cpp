@@ -80,7 +80,7 @@ attention_case make_attention_case(const check_spec& s, std::int64_t seq) {
 provider_options check_provider_options(const check_spec& s, const run_context& ctx) {
   provider_options o;
   o.backend = ctx.backend_override.empty() ? s.get_string("backend", "best") : ctx.backend_override;
-  o.device = static_cast<int>(s.get_int("device", 0));
+  o.device = ctx.device_override >= 0 ? ctx.device_override : static_cast<int>(s.get_int("device", 0));
   if (s.has("tile")) {
     const auto t = s.get_string("tile", "");
     const auto x = t.find('x');

@@ -24,6 +24,7 @@ struct param_spec {
 // What a run offers the runners.
 struct run_context {
   std::string backend_override;        // --backend: replaces every check's backend
+  int device_override = -1;            // run --mpi: the rank's GPU replaces every check's device (-1: none)
   std::function<bool()> interrupted;   // polled between points; true after Ctrl-C
 };
 

@@ -130,6 +130,7 @@ result::run_result run_scenario(const scenario& sc, const run_options& o) {
 
   run_context ctx;
   ctx.backend_override = o.backend_override;
+  ctx.device_override = o.device_override;
   ctx.interrupted = [] { return interrupt_requested().load(); };
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const auto& spec = *mine[i];

@@ -21,6 +21,7 @@ struct shard_spec {
 
 struct run_options {
   std::string backend_override;  // --backend
+  int device_override = -1;      // run --mpi: every check on the rank's GPU (its local rank); -1: none
   std::string filter;            // --filter REGEX, matched against check names and probes
   shard_spec shard;
   std::string journal;           // PATH of the journal (empty: none)

@@ -24,7 +24,7 @@ void run_bisect_check(const check_spec& s, const run_context& ctx, result::check
   // Resolve the backend ("best" included) through the same path as the other runners.
   const auto prov = make_check_provider(s, ctx);
   o.provider.backend = prov->name().substr(0, prov->name().find('['));
-  o.provider.device = static_cast<int>(s.get_int("device", 0));
+  o.provider.device = ctx.device_override >= 0 ? ctx.device_override : static_cast<int>(s.get_int("device", 0));
   if (s.has("tile")) {
     const auto t = s.get_string("tile", "");
     const auto x = t.find('x');

@@ -1,0 +1,189 @@
+// The catalogue's vectors (mma_catalogue.hpp). Each vector's comment in mma_classify.cpp gives
+// the output each hypothesis predicts.
+#include "probes/mma/mma_catalogue.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <limits>
+#include <optional>
+
+#include "numprobe/base/error.hpp"
+#include "src/kernels/emu/mma_model.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+using formats::format_id;
+
+double p2(int e) { return std::ldexp(1.0, e); }
+
+// (a, b), both normal values of the format, with a * b = s * 2^e (s = 1 or 1.5), the two
+// exponents as close as the format allows.
+std::optional<std::pair<double, double>> factor(format_id f, double s, int e) {
+  const emu::mma_format_bits bits = emu::mma_bits(f);
+  std::optional<std::pair<double, double>> best;
+  int best_gap = std::numeric_limits<int>::max();
+  for (int ea = bits.min_exponent; ea <= bits.max_exponent; ++ea) {
+    const int eb = e - ea;
+    if (eb < bits.min_exponent || eb > bits.max_exponent) continue;
+    const double a = s * p2(ea);
+    const double b = p2(eb);
+    if (!emu::mma_representable(f, a) || !emu::mma_representable(f, b)) continue;
+    if (std::abs(ea - eb) < best_gap) {
+      best_gap = std::abs(ea - eb);
+      best = std::make_pair(a, b);
+    }
+  }
+  return best;
+}
+
+struct builder {
+  const mma_path& path;
+  std::vector<mma_vector> out;
+
+  mma_vector blank(std::string property, int param, int sign = 1) const {
+    mma_vector v;
+    v.property = std::move(property);
+    v.param = param;
+    v.sign = sign;
+    v.a.assign(path.k, 0.0);
+    v.b.assign(path.k, 0.0);
+    return v;
+  }
+  // Sets product i to sign * s * 2^e; false when the format cannot make it.
+  bool put(mma_vector& v, int i, int sign, double s, int e) const {
+    const auto ab = factor(path.input, s, e);
+    if (!ab) return false;
+    v.a[i] = sign * ab->first;
+    v.b[i] = ab->second;
+    return true;
+  }
+  void add(mma_vector v, std::string id) {
+    v.id = std::move(id);
+    out.push_back(std::move(v));
+  }
+};
+
+}  // namespace
+
+int mma_pair_exponent(const mma_path& path) {
+  // 2^E with E as large as the format allows (two values of 2^(E/2)), capped at 40 so that
+  // E - 48 stays a normal fp32 exponent.
+  return 2 * std::min(emu::mma_bits(path.input).max_exponent, 20);
+}
+
+int mma_max_shift(const mma_path& path) {
+  const int e = mma_pair_exponent(path);
+  return std::min(e - 2 * emu::mma_bits(path.input).min_exponent, 48);
+}
+
+std::vector<mma_vector> mma_catalogue(const mma_path& path) {
+  if (path.k < 8 || path.k % 4 != 0)
+    throw_input_error("mma path " + path.name, fmt::format("k = {} (expected a multiple of 4, at least 8)", path.k));
+  const emu::mma_format_bits in = emu::mma_bits(path.input);
+  const int e = mma_pair_exponent(path);
+  const int jmax = mma_max_shift(path);
+  builder bld{path, {}};
+  auto with_pair = [&](const std::string& property, int param, int sign = 1) {
+    mma_vector v = bld.blank(property, param, sign);
+    bld.put(v, 0, 1, 1.0, e);
+    bld.put(v, 1, -1, 1.0, e);
+    return v;
+  };
+
+  // products: (1 + 2^-p)^2 alone.
+  {
+    mma_vector v = bld.blank("products", in.fraction_bits);
+    v.a[0] = v.b[0] = 1 + p2(-in.fraction_bits);
+    bld.add(v, fmt::format("products(p={})", in.fraction_bits));
+  }
+  // fraction_bits: the pair and 2^(E-j) at index 2.
+  for (int j = 1; j <= jmax; ++j) {
+    mma_vector v = with_pair("fraction_bits", j);
+    if (bld.put(v, 2, 1, 1.0, e - j)) bld.add(v, fmt::format("fraction_bits(j={})", j));
+  }
+  // internal_rounding: the pair and +-0.75 of a unit 2^(E-f), one vector per candidate f.
+  for (int f = 2; f < jmax - 1; ++f)
+    for (int sign : {1, -1}) {
+      mma_vector v = with_pair("internal_rounding", f, sign);
+      if (bld.put(v, 2, sign, 1.5, e - f - 1))
+        bld.add(v, fmt::format("internal_rounding(F={},sign={})", f, sign > 0 ? '+' : '-'));
+    }
+  // output_rounding: 2^E + 2^E + 1.5 * 2^(E-P') (0.75 of an ulp of P' bits at 2^(E+1)).
+  // Both signs: toward zero and down differ only on negative sums.
+  for (int pp = 4; pp <= std::min(jmax - 2, 40); ++pp)
+    for (int sign : {1, -1}) {
+      mma_vector v = bld.blank("output_rounding", pp, sign);
+      bld.put(v, 0, sign, 1.0, e);
+      bld.put(v, 1, sign, 1.0, e);
+      if (bld.put(v, 2, sign, 1.5, e - pp))
+        bld.add(v, fmt::format("output_rounding(P={},sign={})", pp, sign > 0 ? '+' : '-'));
+    }
+  // grouping: the pair and 2^(E-jmax) at index m.
+  for (int m = 2; m < path.k; m *= 2) {
+    mma_vector v = with_pair("grouping", m);
+    if (bld.put(v, m, 1, 1.0, e - jmax)) bld.add(v, fmt::format("grouping(m={})", m));
+  }
+  // c_handling: c = 2^E and every product 2^(E-f-1) (half a unit of the group with C).
+  for (int f = 2; f < jmax - 1; ++f) {
+    mma_vector v = bld.blank("c_handling", f);
+    v.c = p2(e);
+    bool ok = true;
+    for (int i = 0; i < path.k; ++i) ok = ok && bld.put(v, i, 1, 1.0, e - f - 1);
+    if (ok) bld.add(v, fmt::format("c_handling(F={})", f));
+  }
+  // subnormals: the smallest subnormal input times 2^min(emax, 20); a subnormal fp32 C; and,
+  // where the format reaches it, a product below fp32's normal range.
+  {
+    mma_vector v = bld.blank("subnormals", 0);
+    v.a[0] = p2(in.min_exponent - in.fraction_bits);
+    v.b[0] = p2(std::min(in.max_exponent, 20));
+    bld.add(v, "subnormals(input)");
+    mma_vector c = bld.blank("subnormals", 1);
+    c.c = p2(-130);
+    bld.add(c, "subnormals(c)");
+    mma_vector p = bld.blank("subnormals", 2);
+    if (bld.put(p, 0, 1, 1.0, -140)) bld.add(p, "subnormals(product)");
+  }
+  // nonfinite: IEEE cases (Inf only where the input format has one).
+  {
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    auto one = [&](int param, const char* id, double a0, double b0, double a1, double b1, double c) {
+      mma_vector v = bld.blank("nonfinite", param);
+      v.a[0] = a0;
+      v.b[0] = b0;
+      v.a[1] = a1;
+      v.b[1] = b1;
+      v.c = c;
+      bld.add(v, fmt::format("nonfinite({})", id));
+    };
+    one(0, "nan_input", nan, 1, 0, 0, 0);
+    one(1, "c_inf", 1, 1, 0, 0, inf);
+    one(2, "c_nan", 1, 1, 0, 0, nan);
+    if (in.has_inf) {
+      one(3, "inf_input", inf, 1, 0, 0, 0);
+      one(4, "inf_times_zero", inf, 0, 0, 0, 0);
+      one(5, "inf_minus_inf", inf, 1, -inf, 1, 0);
+    }
+    // Overflow past fp32's max: only where the products reach it (bf16, tf32).
+    mma_vector v = bld.blank("nonfinite", 6);
+    if (in.max_exponent >= 127 && bld.put(v, 0, 1, 1.0, 127) && bld.put(v, 1, 1, 1.0, 127))
+      bld.add(v, "nonfinite(overflow)");
+  }
+  return bld.out;
+}
+
+std::vector<mma_path> mma_device_paths() {
+  return {
+      {"mma.sync.m16n8k16.f32.f16", format_id::m_f16, 16},
+      {"mma.sync.m16n8k16.f32.bf16", format_id::m_bf16, 16},
+      {"mma.sync.m16n8k8.f32.tf32", format_id::m_tf32, 8},
+      {"mma.sync.m16n8k32.f32.e4m3", format_id::m_e4m3fn, 32},
+      {"mma.sync.m16n8k32.f32.e5m2", format_id::m_e5m2, 32},
+  };
+}
+
+}  // namespace numprobe::probes

@@ -1,0 +1,49 @@
+#pragma once
+// The test-vector catalogue of `numprobe mma` (issue 31; docs/hardware.md): per property of a
+// tensor-core path, dot products designed so that each hypothesis predicts a different
+// output. The catalogue is static (every vector is known before anything runs), so it can be
+// written to a file and fed to other implementations (bench/mma_torch.py); the classifier
+// (mma_classify.hpp) picks the vectors that matter once the earlier properties are known.
+//
+// Design (after Fasi, Higham, Mikaitis, Pranesh 2021, PeerJ CS 7:e330): a cancelling pair
+// +2^E, -2^E fixes the group's largest exponent at E while contributing nothing, so a small
+// third term shows, exactly and independently of the output rounding, whether the internal
+// sum kept it, how it rounded, and whether it shared the pair's group.
+#include <string>
+#include <vector>
+
+#include "numprobe/formats/format.hpp"
+
+namespace numprobe::probes {
+
+// One MMA path as the catalogue sees it: the element format of A and B, the instruction's K,
+// and the accumulator (fp32 here; fp16 accumulation is not in the catalogue yet).
+struct mma_path {
+  std::string name;  // e.g. mma.sync.m16n8k16.bf16, or the model name for --model
+  formats::format_id input = formats::format_id::m_bf16;
+  int k = 16;
+};
+
+struct mma_vector {
+  std::string id;        // property(parameter), e.g. fraction_bits(j=14)
+  std::string property;  // products, fraction_bits, internal_rounding, output_rounding,
+                         // grouping, c_handling, subnormals, nonfinite
+  int param = 0;         // the vector's parameter (j, F candidate, P', m ...)
+  int sign = 1;          // for signed variants
+  std::vector<double> a, b;
+  double c = 0.0;
+};
+
+// The exponent of the cancelling pair's product (2^E) for the path's input format.
+[[nodiscard]] int mma_pair_exponent(const mma_path& path);
+// The largest j of the fraction-bits sweep (the small term 2^(E-j) still a product of two
+// normal values of the format).
+[[nodiscard]] int mma_max_shift(const mma_path& path);
+
+// Every vector of the catalogue for the path, in a fixed order.
+[[nodiscard]] std::vector<mma_vector> mma_catalogue(const mma_path& path);
+
+// The paths numprobe's probe kernels run (mma.sync; wgmma is planned, docs/hardware.md).
+[[nodiscard]] std::vector<mma_path> mma_device_paths();
+
+}  // namespace numprobe::probes

@@ -1,0 +1,214 @@
+// Tensor-core probe kernels (issue 31; mma_probe.hpp): one warp per dot product. The operands
+// are placed in the PTX ISA's fragment layouts ("Matrix Fragments for mma.m16n8k16 / k8 / k32"):
+// every row of A holds the vector's a (in the k order of the layout), every column of B its b,
+// and every element of C its c, so every element of D is the same designed dot product. Lane 0's
+// first accumulator register is the result; every other D element must equal it bit for bit
+// (NaN with NaN), which checks the row/column placement on the device itself (a mismatch is a
+// backend error). The k placement is what the property vectors depend on: a wrong k order shows
+// in the grouping and fraction-bits verdicts. wgmma (sm_90a, descriptors, warpgroup) is not written yet:
+// docs/hardware.md, "What is not done".
+#include <cuda_fp8.h>
+
+#include <cstring>
+#include <string>
+
+#include "src/kernels/gpu/gpu_check.cuh"
+#include "src/kernels/gpu/mma_probe.hpp"
+#include "src/kernels/gpu/platform.cuh"
+
+namespace numprobe::gpu {
+namespace {
+
+__device__ __forceinline__ std::uint32_t pack_f16(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);  // exact: the values are fp16 values
+  std::uint32_t r;
+  std::memcpy(&r, &h, 4);
+  return r;
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // exact: bf16 values
+  std::uint32_t r;
+  std::memcpy(&r, &h, 4);
+  return r;
+}
+
+// Four fp8 values, element 0 in the low byte. __NV_NOSAT keeps NaN (and e5m2 Inf) as they are;
+// the values are exact in the format, so no rounding happens.
+template <__nv_fp8_interpretation_t KIND>
+__device__ __forceinline__ std::uint32_t pack_fp8(const float* x) {
+  std::uint32_t r = 0;
+  for (int i = 0; i < 4; ++i)
+    r |= static_cast<std::uint32_t>(__nv_cvt_float_to_fp8(x[i], __NV_NOSAT, KIND)) << (8 * i);
+  return r;
+}
+
+// One mma.sync with 4 A, 2 B and 4 C/D registers (every shape the probe runs). A macro because
+// the instruction's name is part of the asm string literal.
+#define NUMPROBE_MMA_SYNC(SHAPE_TYPES, D, A, B, C)                                                      \
+  asm volatile("mma.sync.aligned." SHAPE_TYPES " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
+               : "=f"(D[0]), "=f"(D[1]), "=f"(D[2]), "=f"(D[3])                                         \
+               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]), "f"(C[0]), "f"(C[1]),  \
+                 "f"(C[2]), "f"(C[3]))
+
+template <mma_probe_op OP>
+__global__ void mma_probe_kernel(const float* a, const float* b, const float* c, float* d, int k,
+                                 unsigned* mismatches) {
+  const int v = blockIdx.x;
+  const int lane = threadIdx.x;
+  const int t = lane & 3;         // threadID_in_group
+  const float* av = a + static_cast<long>(v) * k;
+  const float* bv = b + static_cast<long>(v) * k;
+  std::uint32_t ra[4] = {0, 0, 0, 0};
+  std::uint32_t rb[2] = {0, 0};
+  const float cv = c[v];
+  float rc[4] = {cv, cv, cv, cv};
+  float rd[4] = {0.f, 0.f, 0.f, 0.f};
+  if constexpr (OP == mma_probe_op::m_f16_k16 || OP == mma_probe_op::m_bf16_k16) {
+    // A: reg0 = (row g, cols 2t, 2t+1), reg1 = (row g+8, same cols), reg2 = (row g, cols 2t+8,
+    // 2t+9), reg3 = (row g+8, same); B: reg0 = rows 2t, 2t+1 of column g, reg1 = rows 2t+8, 2t+9.
+    {
+      auto pack = OP == mma_probe_op::m_f16_k16 ? pack_f16 : pack_bf16;
+      ra[0] = ra[1] = pack(av[2 * t], av[2 * t + 1]);
+      ra[2] = ra[3] = pack(av[2 * t + 8], av[2 * t + 9]);
+      rb[0] = pack(bv[2 * t], bv[2 * t + 1]);
+      rb[1] = pack(bv[2 * t + 8], bv[2 * t + 9]);
+    }
+    if constexpr (OP == mma_probe_op::m_f16_k16)
+      NUMPROBE_MMA_SYNC("m16n8k16.row.col.f32.f16.f16.f32", rd, ra, rb, rc);
+    else
+      NUMPROBE_MMA_SYNC("m16n8k16.row.col.f32.bf16.bf16.f32", rd, ra, rb, rc);
+  } else if constexpr (OP == mma_probe_op::m_tf32_k8) {
+    // A: reg0 = (row g, col t), reg1 = (row g+8, col t), reg2 = (row g, col t+4), reg3 = (row
+    // g+8, col t+4); B: reg0 = row t, reg1 = row t+4. The fp32 bits are passed as they are: the
+    // values are tf32 values (low 13 bits zero).
+    {
+      ra[0] = ra[1] = __float_as_uint(av[t]);
+      ra[2] = ra[3] = __float_as_uint(av[t + 4]);
+      rb[0] = __float_as_uint(bv[t]);
+      rb[1] = __float_as_uint(bv[t + 4]);
+    }
+    NUMPROBE_MMA_SYNC("m16n8k8.row.col.f32.tf32.tf32.f32", rd, ra, rb, rc);
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    // A: reg0 = (row g, cols 4t..4t+3), reg1 = (row g+8, same), reg2 = (row g, cols 16+4t..),
+    // reg3 = (row g+8, same); B: reg0 = rows 4t..4t+3 of column g, reg1 = rows 16+4t...
+    constexpr auto kind = OP == mma_probe_op::m_e4m3_k32 ? __NV_E4M3 : __NV_E5M2;
+    {
+      ra[0] = ra[1] = pack_fp8<kind>(av + 4 * t);
+      ra[2] = ra[3] = pack_fp8<kind>(av + 16 + 4 * t);
+      rb[0] = pack_fp8<kind>(bv + 4 * t);
+      rb[1] = pack_fp8<kind>(bv + 16 + 4 * t);
+    }
+    if constexpr (OP == mma_probe_op::m_e4m3_k32)
+      NUMPROBE_MMA_SYNC("m16n8k32.row.col.f32.e4m3.e4m3.f32", rd, ra, rb, rc);
+    else
+      NUMPROBE_MMA_SYNC("m16n8k32.row.col.f32.e5m2.e5m2.f32", rd, ra, rb, rc);
+#else
+    // The host refuses fp8 below sm_89 (mma_probe_min_arch); reaching here is a bug.
+    __trap();
+#endif
+  }
+  // Every D element is the same dot product: compare with lane 0's first (bits, or both NaN).
+  const float ref = __shfl_sync(0xffffffffu, rd[0], 0);
+  for (int i = 0; i < 4; ++i) {
+    const bool same = __float_as_uint(rd[i]) == __float_as_uint(ref) || (isnan(rd[i]) && isnan(ref));
+    if (!same) atomicAdd(mismatches, 1u);
+  }
+  if (lane == 0) d[v] = rd[0];
+}
+
+template <mma_probe_op OP>
+void launch(int count, const float* a, const float* b, const float* c, float* d, int k, unsigned* mismatches) {
+  mma_probe_kernel<OP><<<count, 32>>>(a, b, c, d, k, mismatches);
+}
+
+}  // namespace
+
+int mma_probe_k(mma_probe_op op) {
+  switch (op) {
+    case mma_probe_op::m_tf32_k8: return 8;
+    case mma_probe_op::m_f16_k16:
+    case mma_probe_op::m_bf16_k16: return 16;
+    case mma_probe_op::m_e4m3_k32:
+    case mma_probe_op::m_e5m2_k32: return 32;
+  }
+  return 0;
+}
+
+int mma_probe_min_arch(mma_probe_op op) {
+  return op == mma_probe_op::m_e4m3_k32 || op == mma_probe_op::m_e5m2_k32 ? 89 : 80;
+}
+
+const char* mma_probe_instruction(mma_probe_op op) {
+  switch (op) {
+    case mma_probe_op::m_f16_k16: return "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+    case mma_probe_op::m_bf16_k16: return "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    case mma_probe_op::m_tf32_k8: return "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    case mma_probe_op::m_e4m3_k32: return "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32";
+    case mma_probe_op::m_e5m2_k32: return "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32";
+  }
+  return "?";
+}
+
+mma_probe_device cuda_mma_probe_device(int ordinal) {
+  int n = 0;
+  NUMPROBE_GPU_CHECK(GetDeviceCount, &n);
+  if (ordinal < 0 || ordinal >= n)
+    throw_backend_error("--device", "device " + std::to_string(ordinal) + " not present (" + std::to_string(n) +
+                                        " CUDA devices visible)");
+  cudaDeviceProp p{};
+  NUMPROBE_GPU_CHECK(GetDeviceProperties, &p, ordinal);
+  return {ordinal, p.name, p.major * 10 + p.minor};
+}
+
+std::vector<float> cuda_mma_probe(int ordinal, mma_probe_op op, int count, const float* a, const float* b,
+                                  const float* c) {
+  const mma_probe_device dev = cuda_mma_probe_device(ordinal);
+  if (dev.arch < mma_probe_min_arch(op))
+    throw_backend_error(mma_probe_instruction(op), "needs sm_" + std::to_string(mma_probe_min_arch(op)) +
+                                                       " or newer; device " + std::to_string(ordinal) + " is sm_" +
+                                                       std::to_string(dev.arch));
+  std::vector<float> out(static_cast<std::size_t>(count));
+  if (count == 0) return out;
+  NUMPROBE_GPU_CHECK(SetDevice, ordinal);
+  const int k = mma_probe_k(op);
+  const std::size_t n_ab = static_cast<std::size_t>(count) * k * sizeof(float);
+  const std::size_t n_c = static_cast<std::size_t>(count) * sizeof(float);
+  float *da = nullptr, *db = nullptr, *dc = nullptr, *dd = nullptr;
+  unsigned* dm = nullptr;
+  NUMPROBE_GPU_CHECK(Malloc, &da, n_ab);
+  NUMPROBE_GPU_CHECK(Malloc, &db, n_ab);
+  NUMPROBE_GPU_CHECK(Malloc, &dc, n_c);
+  NUMPROBE_GPU_CHECK(Malloc, &dd, n_c);
+  NUMPROBE_GPU_CHECK(Memcpy, da, a, n_ab, cudaMemcpyHostToDevice);
+  NUMPROBE_GPU_CHECK(Memcpy, db, b, n_ab, cudaMemcpyHostToDevice);
+  NUMPROBE_GPU_CHECK(Memcpy, dc, c, n_c, cudaMemcpyHostToDevice);
+  NUMPROBE_GPU_CHECK(Memset, dd, 0xff, n_c);  // poison: an unwritten output reads NaN
+  NUMPROBE_GPU_CHECK(Malloc, &dm, sizeof(unsigned));
+  NUMPROBE_GPU_CHECK(Memset, dm, 0, sizeof(unsigned));
+  switch (op) {
+    case mma_probe_op::m_f16_k16: launch<mma_probe_op::m_f16_k16>(count, da, db, dc, dd, k, dm); break;
+    case mma_probe_op::m_bf16_k16: launch<mma_probe_op::m_bf16_k16>(count, da, db, dc, dd, k, dm); break;
+    case mma_probe_op::m_tf32_k8: launch<mma_probe_op::m_tf32_k8>(count, da, db, dc, dd, k, dm); break;
+    case mma_probe_op::m_e4m3_k32: launch<mma_probe_op::m_e4m3_k32>(count, da, db, dc, dd, k, dm); break;
+    case mma_probe_op::m_e5m2_k32: launch<mma_probe_op::m_e5m2_k32>(count, da, db, dc, dd, k, dm); break;
+  }
+  check_launch(mma_probe_instruction(op));
+  NUMPROBE_GPU_CHECK(DeviceSynchronize);
+  NUMPROBE_GPU_CHECK(Memcpy, out.data(), dd, n_c, cudaMemcpyDeviceToHost);
+  unsigned mismatches = 0;
+  NUMPROBE_GPU_CHECK(Memcpy, &mismatches, dm, sizeof(unsigned), cudaMemcpyDeviceToHost);
+  NUMPROBE_GPU_CHECK(Free, dm);
+  NUMPROBE_GPU_CHECK(Free, da);
+  NUMPROBE_GPU_CHECK(Free, db);
+  NUMPROBE_GPU_CHECK(Free, dc);
+  NUMPROBE_GPU_CHECK(Free, dd);
+  if (mismatches != 0)
+    throw_backend_error(mma_probe_instruction(op), std::to_string(mismatches) +
+                                                       " accumulator elements differ from D(0,0): the probe's fragment"
+                                                       " placement does not match this device (a bug in mma_probe.cu)");
+  return out;
+}
+
+}  // namespace numprobe::gpu

@@ -1,0 +1,34 @@
+#pragma once
+// The device behind `numprobe mma` (issue 31): runs designed dot products through a tensor-core
+// instruction of numprobe's own probe kernels (src/kernels/gpu/mma_probe.cu). A build without
+// CUDA throws a backend error (exit 3) saying that the command needs a GPU build.
+#include <span>
+#include <string>
+#include <vector>
+
+#include "numprobe/formats/format.hpp"
+
+namespace numprobe::providers {
+
+struct mma_device_info {
+  int ordinal = 0;
+  std::string name;
+  int arch = 0;  // 90 for sm_90
+};
+
+// True when this build has the probe kernels (CUDA).
+[[nodiscard]] bool mma_device_built();
+
+[[nodiscard]] mma_device_info mma_device(int ordinal);
+
+// The mma.sync instruction the probe runs for an input format and K (f16/bf16 k16, tf32 k8,
+// e4m3/e5m2 k32); throws an input error for other pairs.
+[[nodiscard]] std::string mma_device_instruction(formats::format_id input, int k);
+
+// One output per dot product: a and b hold count * k values (exact in the input format), c
+// holds count fp32 values.
+[[nodiscard]] std::vector<double> run_mma_on_device(int ordinal, formats::format_id input, int k,
+                                                    std::span<const double> a, std::span<const double> b,
+                                                    std::span<const double> c);
+
+}  // namespace numprobe::providers
