@@ -22,8 +22,11 @@ if(NUMPROBE_SANITIZE)
     # libFuzzer's coverage hooks in every library, so this one sanitizer tree also builds the
     # fuzz targets (tests/fuzz, run by scripts/fuzz.sh). The test binaries link no libFuzzer:
     # the ASan runtime supplies no-op hooks.
+    # Not in the test programs (numprobe_add_test sets NUMPROBE_TEST_PROGRAM): they are not
+    # fuzzed, and the hooks cost compile and run time. A target's own -fno-sanitize would come
+    # before this interface option on the command line, and lose.
     target_compile_options(numprobe_options INTERFACE
-      $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+      $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<NOT:$<BOOL:$<TARGET_PROPERTY:NUMPROBE_TEST_PROGRAM>>>>:-fsanitize=fuzzer-no-link>)
   endif()
 endif()
 target_link_libraries(numprobe_options INTERFACE OpenMP::OpenMP_CXX)
