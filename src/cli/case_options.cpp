@@ -85,7 +85,8 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
   sub->add_option("--p-prescale", f.p_prescale, "multiply P by X before quantizing (divide after)");
   sub->add_option("--acc-promote", f.acc_promote, "fp8 MMA accumulator promoted to fp32 every N key tiles");
   sub->add_option("--acc-model", f.acc_model,
-                  "emu: the accumulator keeps the fraction bits of this MMA model (numprobe mma --list-models)");
+                  "emu: P.V runs through this bit-accurate MMA model, instruction by instruction; "
+                  "with --acc-promote N, promoted to fp32 every N key tiles (numprobe mma --list-models)");
   sub->add_flag("--force-rescale", f.force_rescale,
                 "emu: rescale O and l on every key tile (disable-the-mechanism check)");
 }
@@ -221,7 +222,6 @@ provider_options make_provider_options(const case_flags& f) {
     o.knobs["acc-promote"] = std::to_string(*f.acc_promote);
   }
   if (!f.acc_model.empty()) {
-    if (!f.acc_promote) throw_input_error("--acc-model", "needs --acc-promote (the accumulator is modelled only then)");
     o.knobs["acc-model"] = f.acc_model;
   }
   if (!f.decode && (!f.splits.empty() || f.split_size || !f.page_size.empty()))

@@ -132,10 +132,10 @@ class emu_provider final : public attention_provider {
     }
     if (k.has("acc-promote")) m_cfg.fp8.acc_promote = integer("acc-promote");
     if (k.has("acc-model")) {
-      // Issue 31 item 3, first step: only the model's fraction bits reach the accumulator (the
-      // emulator truncates the tile's running sum; the model's k-grouping, alignment and C
-      // handling are not applied yet; docs/hardware.md).
+      // Issue 31 item 3: P.V runs instruction by instruction through the named model
+      // (src/kernels/emu/flash_attention.hpp, fp8_config; docs/hardware.md).
       const emu::mma_model& mm = emu::find_mma_model(k.text("acc-model"), "--acc-model");
+      m_cfg.fp8.acc_model = &mm;
       m_cfg.fp8.acc_mantissa = mm.internal_fraction_bits;
       m_acc_model = mm.name;
     }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <numeric>
 
+#include "numprobe/base/error.hpp"
 #include "numprobe/reference/attention.hpp"
 #include "src/kernels/emu/flash_attention.hpp"
 
@@ -137,6 +138,108 @@ TEST(fp8_attention, accumulator_without_promotion_drifts_with_length) {
   EXPECT_GT(bad.o, 5 * promoted.o);
   const err short_bad = measure(make(512, input_dist::m_diffuse, format_id::m_f32), cfg);
   EXPECT_GT(bad.o, 2 * short_bad.o);  // grows with the number of key tiles
+}
+
+// --acc-model (issue 31 item 3): P.V through a bit-accurate MMA model, instruction by
+// instruction. The inputs make every value hand-derivable: Q = 0, so every score is 0 and every
+// P is exactly 1 (l = S exactly); V holds one large value at key 0 and a small one at every
+// other key, in every channel.
+std::vector<double> model_row(flash_config cfg, format_id in, std::int64_t s, double big, double small) {
+  attention_case c = make(s, input_dist::m_normal, in);
+  c.queries = 1;
+  c.heads = 1;
+  c.scale = 1.0;
+  const std::int64_t D = c.head_dim;
+  std::vector<double> q(static_cast<std::size_t>(D), 0.0), k(static_cast<std::size_t>(s * D)),
+      v(static_cast<std::size_t>(s * D), small);
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = 0.25 + static_cast<double>(i % 5) / 8.0;
+  for (std::int64_t e = 0; e < D; ++e) v[static_cast<std::size_t>(e)] = big;
+  const attention_inputs ins(c, q, k, v);
+  const std::vector<std::int64_t> rows = {0};
+  cfg.states = default_states(c.dtype);
+  return flash_forward(ins, cfg, rows).o;
+}
+
+flash_config e4m3_model(std::int64_t promote) {
+  flash_config cfg = kv_cfg(format_id::m_e4m3fn, kv_scale_layout::m_head);
+  cfg.fp8.p = true;
+  cfg.fp8.p_format = format_id::m_e4m3fn;
+  cfg.fp8.acc_promote = promote;
+  cfg.fp8.acc_model = &find_mma_model("h200-wgmma-e4m3");
+  return cfg;
+}
+
+TEST(fp8_attention_acc_model, wgmma_e4m3_chain_and_promotion_are_exact) {
+  // V = 448 at key 0 (amax 448: the scale is exactly 1, the codes are the values) and 2^-6 (an
+  // e4m3 normal) elsewhere. h200-wgmma-e4m3 aligns each k32 group and C to the largest exponent
+  // and keeps 13 fraction bits: next to 448 = 1.75 * 2^8 the unit is 2^-5, so a 2^-6 product
+  // is truncated away; summed from zero, 32 of them (0.5) are exact. S = 256, tile_k = 64.
+  const std::int64_t S = 256, T = 64;
+  const double small = std::ldexp(1.0, -6);
+  const auto expect_all = [&](const std::vector<double>& o, double want, const char* what) {
+    ASSERT_EQ(o.size(), 64u);
+    for (double x : o) ASSERT_EQ(x, want) << what;
+  };
+  // One accumulator for the whole row (FA3 before the fix): every small product is lost.
+  expect_all(model_row(e4m3_model(0), format_id::m_f32, S, 448.0, small), 448.0 / S, "no promotion");
+  // Two-level every tile: tile 0 keeps only 448; each later tile sums its 64 small products
+  // from zero (exact) and is added in fp32.
+  expect_all(model_row(e4m3_model(1), format_id::m_f32, S, 448.0, small), (448.0 + (S - T) * small) / S, "promote 1");
+  // Every 2 tiles: tile 1 chains onto C = 448 and loses its products too.
+  expect_all(model_row(e4m3_model(2), format_id::m_f32, S, 448.0, small), (448.0 + (S - 2 * T) * small) / S,
+             "promote 2");
+  // The no-promotion fault keeps the inner accumulator: the same as one accumulator.
+  flash_config bad = e4m3_model(1);
+  bad.faults = {fault::m_acc_no_promotion};
+  expect_all(model_row(bad, format_id::m_f32, S, 448.0, small), 448.0 / S, "acc-no-promotion");
+  // Without the model, fp32 keeps every product: (448 + 255 * 2^-6) / 256, exact in fp32.
+  flash_config plain = e4m3_model(0);
+  plain.fp8.acc_model = nullptr;
+  expect_all(model_row(plain, format_id::m_f32, S, 448.0, small), (448.0 + (S - 1) * small) / S, "fp32");
+}
+
+TEST(fp8_attention_acc_model, mma_bf16_truncates_each_instruction_result) {
+  // h200-mma-bf16: k16 groups with 25 fraction bits inside, the result truncated to fp32's 23.
+  // V = 1 at key 0 and 2^-25 elsewhere (both bf16 values, stored as f32). The first instruction
+  // holds 1 + 15 * 2^-25 = 1 + 3.75 * 2^-23 and truncates it to 1 + 3 * 2^-23; each later one
+  // adds 16 * 2^-25 = 4 * 2^-23 exactly. S = 256: 16 instructions, 1 + 63 * 2^-23 (exact would
+  // be 1 + 63.75 * 2^-23).
+  flash_config cfg;
+  cfg.fp8.acc_model = &find_mma_model("h200-mma-bf16");
+  const auto o = model_row(cfg, format_id::m_f32, 256, 1.0, std::ldexp(1.0, -25));
+  ASSERT_EQ(o.size(), 64u);
+  for (double x : o) ASSERT_EQ(x, (1.0 + 63.0 * std::ldexp(1.0, -23)) / 256.0);
+}
+
+TEST(fp8_attention_acc_model, refuses_operands_the_mma_would_not_read) {
+  const auto code_of = [](flash_config cfg, double small) {
+    try {
+      (void)model_row(std::move(cfg), format_id::m_f32, 128, 448.0, small);
+    } catch (const numprobe::error& e) {
+      EXPECT_EQ(e.place(), "--acc-model") << e.what();
+      return e.code();
+    }
+    return exit_code::m_ok;
+  };
+  const double small = std::ldexp(1.0, -6);
+  EXPECT_EQ(code_of(e4m3_model(1), small), exit_code::m_ok);
+  flash_config no_p = e4m3_model(1);
+  no_p.fp8.p = false;  // the fp8 model reads P's fp8 code
+  EXPECT_EQ(code_of(no_p, small), exit_code::m_input);
+  flash_config e5m2_kv = e4m3_model(1);
+  e5m2_kv.fp8.kv_format = format_id::m_e5m2;
+  EXPECT_EQ(code_of(e5m2_kv, small), exit_code::m_input);
+  flash_config token = e4m3_model(1);
+  token.fp8.kv_scale = kv_scale_layout::m_token;  // varies along the reduction
+  EXPECT_EQ(code_of(token, small), exit_code::m_input);
+  flash_config bf16_with_fp8 = e4m3_model(1);
+  bf16_with_fp8.fp8.acc_model = &find_mma_model("h200-mma-bf16");
+  EXPECT_EQ(code_of(bf16_with_fp8, small), exit_code::m_input);
+  // A bf16 model with V values that are not bf16 (1 + 2^-10 needs 10 fraction bits).
+  flash_config bf16;
+  bf16.fp8.acc_model = &find_mma_model("h200-mma-bf16");
+  EXPECT_EQ(code_of(bf16, 1.0 + std::ldexp(1.0, -10)), exit_code::m_input);
+  EXPECT_EQ(code_of(bf16, 1.0 + std::ldexp(1.0, -7)), exit_code::m_ok);
 }
 
 }  // namespace

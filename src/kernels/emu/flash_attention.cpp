@@ -99,6 +99,7 @@ class flash_runner {
       for (double& x : m_q) x = formats::round_to(m_st.q, x);
     if (m_cfg.fp8.kv && m_c.ragged())
       throw_unsupported("--kv-format", "fp8 KV scales of a ragged batch (its padding would enter the amax)");
+    check_acc_model();
     build_work();
     if (m_cfg.fp8.kv) {
       m_k_amax = amax_by_layout(m_in.k());
@@ -186,6 +187,35 @@ class flash_runner {
     return m_cfg.has(fault::m_kv_scale_ignored) ? code : code * s;
   }
 
+  // --acc-model: the operands the model reads must be what the kernel feeds its MMA
+  // (flash_attention.hpp, fp8_config).
+  void check_acc_model() const {
+    const mma_model* mm = m_cfg.fp8.acc_model;
+    if (mm == nullptr) return;
+    const std::string place = "--acc-model";
+    const std::string_view in = formats::name(mm->input);
+    if (mm->output != format_id::m_f32)
+      throw_input_error(place, fmt::format("{} accumulates in {}; the attention emulator models fp32 accumulators",
+                                           mm->name, formats::name(mm->output)));
+    if (m_cfg.has(fault::m_chunk_rescale))
+      throw_input_error("--inject", fmt::format("chunk-rescale is not modelled together with --acc-model {}", mm->name));
+    if (is_fp8(mm->input)) {
+      if (!m_cfg.fp8.p || m_cfg.fp8.p_format != mm->input)
+        throw_input_error(place, fmt::format("{} reads {} operands: P must be {} (--p-format {})", mm->name, in, in, in));
+      if (!m_cfg.fp8.kv || m_cfg.fp8.kv_format != mm->input)
+        throw_input_error(place, fmt::format("{} reads {} operands: V must be {} (--kv-format {})", mm->name, in, in, in));
+      if (m_cfg.fp8.kv_scale == kv_scale_layout::m_token)
+        throw_input_error(place, fmt::format("{}: per-token V scales vary along the keys, so the kernel cannot apply "
+                                             "them after the MMA (use --kv-scale tensor, head or channel)",
+                                             mm->name));
+    } else if (m_cfg.fp8.p || m_cfg.fp8.kv) {
+      throw_input_error(place, fmt::format("{} reads {} operands, not fp8 ones (--p-format/--kv-format need an fp8 "
+                                           "model such as h200-wgmma-e4m3)",
+                                           mm->name, in));
+    }
+  }
+  [[nodiscard]] static bool is_fp8(format_id f) { return f == format_id::m_e4m3fn || f == format_id::m_e5m2; }
+
   // K and V of one (batch, KV head) as [S, D] matrices in the kernel's storage dtypes.
   void load_kv(std::int64_t batch, std::int64_t kv_head) {
     const std::int64_t s_len = m_c.seq, dim = m_c.head_dim, kv_stride = m_c.kv_heads * dim;
@@ -193,6 +223,8 @@ class flash_runner {
     const bool round_v = needs_rounding(m_st.v, m_c.dtype);
     m_k.resize(s_len, dim);
     m_v.resize(s_len, dim);
+    const mma_model* mm = m_cfg.fp8.acc_model;
+    m_v_op.assign(mm != nullptr ? static_cast<std::size_t>(s_len * dim) : 0, 0.0);
     const double* k_base = m_in.k().data() + (batch * s_len * m_c.kv_heads + kv_head) * dim;
     const double* v_base = m_in.v().data() + (batch * s_len * m_c.kv_heads + kv_head) * dim;
     const bool wrap = m_cfg.has(fault::m_index_wrap);
@@ -209,6 +241,11 @@ class flash_runner {
           kd[e] = static_cast<GS>(through_fp8_cache(ks[e], m_k_amax[static_cast<std::size_t>(scale_index(batch, src, kv_head, e))]));
           vd[e] = static_cast<GO>(through_fp8_cache(vs[e], m_v_amax[static_cast<std::size_t>(scale_index(batch, src, kv_head, e))]));
         }
+        if (mm != nullptr)  // the MMA reads V's codes; the scale is applied in the epilogue
+          for (std::int64_t e = 0; e < dim; ++e)
+            m_v_op[static_cast<std::size_t>(r * dim + e)] = kv_code(
+                m_cfg.fp8.kv_format, vs[e],
+                kv_scale(m_cfg.fp8.kv_format, m_v_amax[static_cast<std::size_t>(scale_index(batch, src, kv_head, e))]));
         continue;
       }
       if (round_k) {
@@ -221,7 +258,25 @@ class flash_runner {
       } else {
         for (std::int64_t e = 0; e < dim; ++e) vd[e] = static_cast<GO>(vs[e]);
       }
+      if (mm != nullptr)
+        for (std::int64_t e = 0; e < dim; ++e) m_v_op[static_cast<std::size_t>(r * dim + e)] = static_cast<double>(vd[e]);
     }
+    if (mm == nullptr) return;
+    // V's scale per channel, applied after the MMA (1 for 16-bit operands and kv-scale-ignored).
+    m_v_col_scale.assign(static_cast<std::size_t>(dim), 1.0f);
+    if (m_cfg.fp8.kv && !m_cfg.has(fault::m_kv_scale_ignored))
+      for (std::int64_t e = 0; e < dim; ++e)
+        m_v_col_scale[static_cast<std::size_t>(e)] = static_cast<float>(
+            kv_scale(m_cfg.fp8.kv_format, m_v_amax[static_cast<std::size_t>(scale_index(batch, 0, kv_head, e))]));
+    if (!is_fp8(mm->input))
+      for (std::size_t i = 0; i < m_v_op.size(); ++i)
+        if (!mma_representable(mm->input, m_v_op[i]))
+          throw_input_error("--acc-model", fmt::format("{} reads {} operands, but V holds {} (key {}, channel {}), "
+                                                       "not a {} value: store V as {} (--state v={})",
+                                                       mm->name, formats::name(mm->input), m_v_op[i],
+                                                       static_cast<std::int64_t>(i) / dim, static_cast<std::int64_t>(i) % dim,
+                                                       formats::name(mm->input), formats::name(mm->input),
+                                                       formats::name(mm->input)));
   }
 
   // The exp the kernel uses: exp2 with a log2(e) prescale held in the s dtype, or exp.
@@ -250,9 +305,13 @@ class flash_runner {
     row_matrix<GS> q(nq, dim), s(nq, bk);
     row_matrix<GO> p(nq, bk), pv(nq, dim), o(nq, dim);
     o.setZero();
-    const bool acc_model = m_cfg.fp8.acc_promote > 0;
+    const mma_model* mm = m_cfg.fp8.acc_model;
+    // acc_trunc: the accumulator modelled by its fraction bits only (no --acc-model).
+    const bool acc_trunc = m_cfg.fp8.acc_promote > 0 && mm == nullptr;
+    const bool two_level = m_cfg.fp8.acc_promote > 0;
     const bool no_promotion = m_cfg.has(fault::m_acc_no_promotion);
-    row_matrix<GO> o_acc(acc_model ? nq : 0, acc_model ? dim : 0);
+    row_matrix<GO> o_acc(two_level ? nq : 0, two_level ? dim : 0);
+    row_matrix<double> p_op(mm != nullptr ? nq : 0, mm != nullptr ? bk : 0);  // what the MMA reads as P
     o_acc.setZero();
     std::vector<std::int64_t> since_promote(static_cast<std::size_t>(nq), 0);
     std::vector<A> m(static_cast<std::size_t>(nq), m_init), m_prev(m.size(), m_init);
@@ -359,10 +418,14 @@ class flash_runner {
           p(v, c) = static_cast<GO>(pc);
           // fp8 P: quantized (after its pre-scale) for P.V only; l keeps the unquantized P, so
           // flushed mass leaves the numerator alone and the LSE still looks exact.
-          if (m_cfg.fp8.p)
-            p(v, c) = static_cast<GO>(formats::round_to(m_cfg.fp8.p_format, static_cast<double>(pc) * m_p_scale,
-                                                        formats::rounding::m_nearest_even,
-                                                        formats::overflow::m_saturate) / m_p_scale);
+          if (m_cfg.fp8.p) {
+            const double code = formats::round_to(m_cfg.fp8.p_format, static_cast<double>(pc) * m_p_scale,
+                                                  formats::rounding::m_nearest_even, formats::overflow::m_saturate);
+            p(v, c) = static_cast<GO>(code / m_p_scale);
+            if (mm != nullptr) p_op(v, c) = code;
+          } else if (mm != nullptr) {
+            p_op(v, c) = formats::round_to(mm->input, static_cast<double>(pc));
+          }
         }
         // The running sum accumulates element by element in the l dtype, as each thread's
         // register does: a bf16 sum of increments near 1 stalls at 256.
@@ -376,11 +439,18 @@ class flash_runner {
         ++seen[vi];
       }
 
+      if (mm != nullptr) {
+        for (std::int64_t v = a0; v < a1; ++v)
+          if (active[static_cast<std::size_t>(v)])
+            model_tile(v, nk, k0, static_cast<float>(alpha[static_cast<std::size_t>(v)]), p_op, o, o_acc,
+                       since_promote[static_cast<std::size_t>(v)], no_promotion);
+        continue;
+      }
       pv.middleRows(a0, na).noalias() = p.block(a0, 0, na, nk) * m_v.middleRows(k0, nk);
       for (std::int64_t v = a0; v < a1; ++v) {
         if (!active[static_cast<std::size_t>(v)]) continue;
         const GO a = static_cast<GO>(alpha[static_cast<std::size_t>(v)]);
-        if (acc_model) {
+        if (acc_trunc) {
           // fp8 MMA accumulator: limited mantissa per tile, promoted into fp32 every N tiles.
           const int bits = m_cfg.fp8.acc_mantissa;
           for (std::int64_t e = 0; e < dim; ++e) {
@@ -431,10 +501,57 @@ class flash_runner {
         lse = -std::numeric_limits<double>::infinity();
         continue;
       }
-      if (acc_model)
+      if (acc_trunc)
         for (std::int64_t e = 0; e < dim; ++e) o(v, e) += o_acc(v, e);
+      if (mm != nullptr) {
+        // Two-level: one fp32 add of the two accumulators; then V's scale and the P pre-scale,
+        // each one fp32 operation, as a kernel's epilogue applies them.
+        const auto p_scale = static_cast<float>(m_p_scale);
+        for (std::int64_t e = 0; e < dim; ++e) {
+          float acc = static_cast<float>(o(v, e));
+          if (two_level) acc = acc + static_cast<float>(o_acc(v, e));
+          acc = acc * m_v_col_scale[static_cast<std::size_t>(e)];
+          if (p_scale != 1.0f) acc = acc / p_scale;
+          o(v, e) = static_cast<GO>(acc);
+        }
+      }
       for (std::int64_t e = 0; e < dim; ++e) dst[e] = static_cast<double>(round_out(static_cast<F>(o(v, e)) / lf));
       lse = static_cast<double>(round_lse(static_cast<F>(m[vi]) + std::log(lf)));
+    }
+  }
+
+  // One key tile of P.V for query vector v through the MMA model (flash_attention.hpp): both
+  // accumulators rescaled by alpha (fp32), each output element chained over the tile's keys in
+  // instructions of the model's K, and the two-level promotion every acc_promote tiles.
+  template <class PM, class OM>
+  void model_tile(std::int64_t v, std::int64_t nk, std::int64_t k0, float alpha, const PM& p_op, OM& o, OM& o_acc,
+                  std::int64_t& since_promote, bool no_promotion) const {
+    static const std::string place = "--acc-model";
+    const mma_model& mm = *m_cfg.fp8.acc_model;
+    const std::int64_t dim = m_c.head_dim, kk = mm.k, steps = (nk + kk - 1) / kk;
+    const bool two_level = m_cfg.fp8.acc_promote > 0;
+    std::vector<double> a(static_cast<std::size_t>(steps * kk), 0.0), b(static_cast<std::size_t>(kk));
+    for (std::int64_t c = 0; c < nk; ++c) a[static_cast<std::size_t>(c)] = p_op(v, c);
+    for (std::int64_t e = 0; e < dim; ++e) {
+      if (two_level) o_acc(v, e) = static_cast<float>(alpha * static_cast<float>(o_acc(v, e)));
+      float acc = alpha * static_cast<float>(o(v, e));
+      for (std::int64_t st = 0; st < steps; ++st) {
+        for (std::int64_t i = 0; i < kk; ++i) {
+          const std::int64_t key = st * kk + i;
+          b[static_cast<std::size_t>(i)] = key < nk ? m_v_op[static_cast<std::size_t>((k0 + key) * dim + e)] : 0.0;
+        }
+        acc = static_cast<float>(
+            mma_dot(mm, std::span<const double>(a).subspan(static_cast<std::size_t>(st * kk), static_cast<std::size_t>(kk)),
+                    b, acc, place));
+      }
+      o(v, e) = acc;
+    }
+    if (two_level && ++since_promote == m_cfg.fp8.acc_promote && !no_promotion) {
+      for (std::int64_t e = 0; e < dim; ++e) {
+        o_acc(v, e) = static_cast<float>(static_cast<float>(o_acc(v, e)) + static_cast<float>(o(v, e)));
+        o(v, e) = 0;
+      }
+      since_promote = 0;
     }
   }
 
@@ -451,6 +568,8 @@ class flash_runner {
   double m_p_scale = m_cfg.fp8.p && !m_cfg.has(fault::m_p_no_prescale) ? m_cfg.fp8.p_prescale : 1.0;
   row_matrix<GS> m_k;  // K of the (batch, KV head) being processed
   row_matrix<GO> m_v;
+  std::vector<double> m_v_op;         // --acc-model: V as the MMA reads it, [S, D]
+  std::vector<float> m_v_col_scale;   // --acc-model: V's scale per channel, applied after the MMA
   std::vector<query_vec> m_vecs;
   std::vector<chunk_task> m_tasks;
 };

@@ -13,6 +13,7 @@
 #include "numprobe/core/attention_inputs.hpp"
 #include "numprobe/core/attention_output.hpp"
 #include "numprobe/formats/format.hpp"
+#include "src/kernels/emu/mma_model.hpp"
 #include "src/kernels/fault_table.hpp"
 
 namespace numprobe::emu {
@@ -60,6 +61,19 @@ void set_state(state_dtypes& st, std::string_view name, formats::format_id f,
 // again); l keeps the unquantized fp32 P, so mass lost by P hits the numerator only. The fp8
 // MMA accumulator keeps `acc_mantissa` fraction bits (the rest truncated) and is added into an
 // fp32 accumulator every `acc_promote` key tiles (0: accumulator not modelled).
+//
+// With `acc_model` (--acc-model NAME, issue 31) P.V runs instruction by instruction through the
+// named bit-accurate model (mma_model.hpp): per key tile, O's accumulator is rescaled by alpha
+// (one fp32 multiply), then each output element chains the tile's keys in instructions of the
+// model's K (the last one padded with zero products), each instruction taking the running value
+// as C. The operands are what the MMA reads: for an fp8 model, P's fp8 code (after the
+// pre-scale) and V's fp8 code, both in the model's format, with V's scale and the pre-scale
+// applied once in the epilogue (so the KV scale must not vary along the keys: tensor, head or
+// channel); for a 16-bit or tf32 model, P rounded (RNE) to the model's input and V as stored,
+// which must be values of that format. acc_promote > 0 adds that accumulator into a second fp32
+// accumulator every acc_promote key tiles and restarts it from zero (two-level accumulation,
+// vLLM's fix for FA3); acc_promote == 0 keeps the model's accumulator for the whole row, as FA3
+// did before that fix. Q.K^T is not modelled (Q is not quantized here).
 enum class kv_scale_layout : std::uint8_t { m_tensor, m_head, m_channel, m_token };
 [[nodiscard]] std::string_view to_string(kv_scale_layout l);
 [[nodiscard]] kv_scale_layout parse_kv_scale(std::string_view text, const std::string& place = "--kv-scale");
@@ -73,7 +87,8 @@ struct fp8_config {
   double p_prescale = 1.0;
   std::int64_t acc_promote = 0;
   int acc_mantissa = 13;
-  [[nodiscard]] bool any() const { return kv || p || acc_promote > 0; }
+  const mma_model* acc_model = nullptr;  // a registry entry (mma_models()), or none
+  [[nodiscard]] bool any() const { return kv || p || acc_promote > 0 || acc_model != nullptr; }
 };
 
 struct flash_config {
