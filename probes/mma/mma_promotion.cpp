@@ -7,22 +7,12 @@
 #include <span>
 
 #include "numprobe/base/error.hpp"
+#include "numprobe/base/neumaier.hpp"
 #include "numprobe/base/rng.hpp"
 #include "numprobe/formats/format.hpp"
 
 namespace numprobe::probes {
 namespace {
-
-// Compensated (Neumaier) sum in double.
-struct exact_sum {
-  double sum = 0.0, comp = 0.0;
-  void add(double x) {
-    const double t = sum + x;
-    comp += std::fabs(sum) >= std::fabs(x) ? (sum - t) + x : (x - t) + sum;
-    sum = t;
-  }
-  [[nodiscard]] double value() const { return sum + comp; }
-};
 
 std::vector<double> draw(const emu::mma_model& m, const std::string& dist, std::int64_t n, std::uint64_t seed,
                          std::uint64_t stream) {
@@ -82,7 +72,7 @@ mma_promotion_result run_mma_promotion(const emu::mma_model& model, const mma_pr
         const std::uint64_t stream = (di * 1000003u + static_cast<std::uint64_t>(n)) * 4096u + static_cast<std::uint64_t>(s);
         as.push_back(draw(model, dist, n, o.seed, 2 * stream));
         bs.push_back(draw(model, dist, n, o.seed, 2 * stream + 1));
-        exact_sum e;
+        neumaier e;
         for (std::size_t i = 0; i < as.back().size(); ++i) e.add(as.back()[i] * bs.back()[i]);
         exact.push_back(e.value());
       }

@@ -9,6 +9,7 @@
 
 #include "numprobe/core/result.hpp"
 #include "numprobe/base/error.hpp"
+#include "numprobe/base/neumaier.hpp"
 #include "numprobe/metrics/kl.hpp"
 #include "probes/tiles/tile_lengths.hpp"  // drift_lengths
 
@@ -21,17 +22,6 @@ using clock_type = std::chrono::steady_clock;
 double elapsed_s(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
-
-// Neumaier's compensated sum (KL over 256K entries must not drown in its own rounding).
-struct neumaier {
-  double s = 0.0, c = 0.0;
-  void add(double x) {
-    const double t = s + x;
-    c += std::fabs(s) >= std::fabs(x) ? (s - t) + x : (x - t) + s;
-    s = t;
-  }
-  [[nodiscard]] double value() const { return s + c; }
-};
 
 void update_max(double& m, double v) {
   if (std::isnan(v) || v > m) m = std::isnan(v) ? std::numeric_limits<double>::infinity() : v;

@@ -6,22 +6,11 @@
 #include <numeric>
 #include <type_traits>
 
+#include "numprobe/base/neumaier.hpp"
 #include "src/metrics/fast_exp.hpp"
 
 namespace numprobe::metrics {
 namespace {
-
-// Neumaier's compensated sum: error bounded by ~2u * sum |x_i|, independent of the length,
-// so a 256K-entry row sums as accurately as a short one.
-struct neumaier {
-  double s = 0.0, c = 0.0;
-  void add(double x) {
-    const double t = s + x;
-    c += std::fabs(s) >= std::fabs(x) ? (s - t) + x : (x - t) + s;
-    s = t;
-  }
-  [[nodiscard]] double value() const { return s + c; }
-};
 
 // Ordering for top-k: larger value first, then lower index.
 bool ranks_before(double a, std::int64_t ia, double b, std::int64_t ib) {
