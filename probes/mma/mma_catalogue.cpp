@@ -183,6 +183,11 @@ std::vector<mma_path> mma_device_paths() {
       {"mma.sync.m16n8k8.f32.tf32", format_id::m_tf32, 8},
       {"mma.sync.m16n8k32.f32.e4m3", format_id::m_e4m3fn, 32},
       {"mma.sync.m16n8k32.f32.e5m2", format_id::m_e5m2, 32},
+      {"wgmma.m64n8k16.f32.f16", format_id::m_f16, 16, providers::mma_family::m_wgmma},
+      {"wgmma.m64n8k16.f32.bf16", format_id::m_bf16, 16, providers::mma_family::m_wgmma},
+      {"wgmma.m64n8k8.f32.tf32", format_id::m_tf32, 8, providers::mma_family::m_wgmma},
+      {"wgmma.m64n8k32.f32.e4m3", format_id::m_e4m3fn, 32, providers::mma_family::m_wgmma},
+      {"wgmma.m64n8k32.f32.e5m2", format_id::m_e5m2, 32, providers::mma_family::m_wgmma},
   };
 }
 

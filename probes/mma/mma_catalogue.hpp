@@ -13,15 +13,17 @@
 #include <vector>
 
 #include "numprobe/formats/format.hpp"
+#include "src/providers/mma_device.hpp"
 
 namespace numprobe::probes {
 
 // One MMA path as the catalogue sees it: the element format of A and B, the instruction's K,
 // and the accumulator (fp32 here; fp16 accumulation is not in the catalogue yet).
 struct mma_path {
-  std::string name;  // e.g. mma.sync.m16n8k16.bf16, or the model name for --model
+  std::string name;  // e.g. mma.sync.m16n8k16.f32.bf16, or the model name for --model
   formats::format_id input = formats::format_id::m_bf16;
   int k = 16;
+  providers::mma_family family = providers::mma_family::m_mma_sync;  // the device instruction
 };
 
 struct mma_vector {
@@ -43,7 +45,7 @@ struct mma_vector {
 // Every vector of the catalogue for the path, in a fixed order.
 [[nodiscard]] std::vector<mma_vector> mma_catalogue(const mma_path& path);
 
-// The paths numprobe's probe kernels run (mma.sync; wgmma is planned, docs/hardware.md).
+// The paths numprobe's probe kernels run: mma.sync, then wgmma (sm_90 only).
 [[nodiscard]] std::vector<mma_path> mma_device_paths();
 
 }  // namespace numprobe::probes

@@ -51,6 +51,17 @@ bool mma_run_result::measured_models_agree() const {
 
 std::string published_model_for(const mma_path& path, int sm) {
   using formats::format_id;
+  if (path.family == providers::mma_family::m_wgmma) {
+    if (sm != 90) return "";
+    switch (path.input) {
+      case format_id::m_f16: return "h200-wgmma-f16";
+      case format_id::m_bf16: return "h200-wgmma-bf16";
+      case format_id::m_tf32: return "h200-wgmma-tf32";
+      case format_id::m_e4m3fn: return "h200-wgmma-e4m3";
+      case format_id::m_e5m2: return "h200-wgmma-e5m2";
+      default: return "";
+    }
+  }
   if (path.name.rfind("mma.sync", 0) != 0) return "";
   const bool hopper = sm >= 90;
   switch (path.input) {
@@ -118,9 +129,8 @@ mma_run_result run_mma(const mma_run_options& o) {
   }
   r.source = fmt::format("device {}: {} (sm_{})", dev.ordinal, dev.name, dev.arch);
   for (const auto& path : mma_device_paths()) {
-    const bool fp8 = path.input == formats::format_id::m_e4m3fn || path.input == formats::format_id::m_e5m2;
-    if (dev.arch < (fp8 ? 89 : 80)) {
-      r.skipped.push_back(fmt::format("{}: needs sm_{}", path.name, fp8 ? 89 : 80));
+    if (const std::string why = providers::mma_device_unsupported(path.family, path.input, dev.arch); !why.empty()) {
+      r.skipped.push_back(fmt::format("{}: {}", path.name, why));
       continue;
     }
     const auto vectors = mma_catalogue(path);
@@ -130,7 +140,7 @@ mma_run_result run_mma(const mma_run_options& o) {
       b.insert(b.end(), v.b.begin(), v.b.end());
       c.push_back(v.c);
     }
-    const std::vector<double> measured = providers::run_mma_on_device(o.device, path.input, path.k, a, b, c);
+    const std::vector<double> measured = providers::run_mma_on_device(o.device, path.family, path.input, path.k, a, b, c);
     r.paths.push_back(mma_classify(path, vectors, measured));
     if (o.agree > 0)
       agree(r, r.paths.back(), dev.arch, o, [&](const std::vector<mma_vector>& vs) {
@@ -140,10 +150,9 @@ mma_run_result run_mma(const mma_run_options& o) {
           vb.insert(vb.end(), v.b.begin(), v.b.end());
           vc.push_back(v.c);
         }
-        return providers::run_mma_on_device(o.device, path.input, path.k, va, vb, vc);
+        return providers::run_mma_on_device(o.device, path.family, path.input, path.k, va, vb, vc);
       });
   }
-  r.skipped.push_back("wgmma (sm_90a): probe kernel not written yet (docs/hardware.md)");
   return r;
 }
 
@@ -245,8 +254,11 @@ json run_mma_vectors(const json& doc, const mma_run_options& o, const std::strin
       found = model->input == input && model->k == k;
       path = {model->name, model->input, model->k};
     } else {
+      // The path the document names (mma.sync or wgmma), else the first device path (mma.sync)
+      // of the input format and k.
+      const std::string named = p.contains("path") && p["path"].is_string() ? p["path"].get<std::string>() : "";
       for (const auto& d : mma_device_paths())
-        if (d.input == input && d.k == k) {
+        if (d.input == input && d.k == k && (!found || d.name == named)) {
           path = d;
           found = true;
         }
@@ -283,7 +295,7 @@ json run_mma_vectors(const json& doc, const mma_run_options& o, const std::strin
     if (model) {
       for (const auto& v : vs) measured.push_back(emu::mma_dot(*model, v.a, v.b, v.c, "--model " + model->name));
     } else if (!vs.empty()) {
-      measured = providers::run_mma_on_device(o.device, input, static_cast<int>(k), a, b, c);
+      measured = providers::run_mma_on_device(o.device, path.family, input, static_cast<int>(k), a, b, c);
     }
     json vectors = json::array();
     for (std::size_t i = 0; i < vs.size(); ++i) {

@@ -19,14 +19,17 @@ namespace {
 #endif
 
 #if NUMPROBE_HAVE_CUDA
-gpu::mma_probe_op op_for(formats::format_id input, int k) {
+gpu::mma_probe_op op_for(mma_family family, formats::format_id input, int k) {
   using formats::format_id;
-  if (input == format_id::m_f16 && k == 16) return gpu::mma_probe_op::m_f16_k16;
-  if (input == format_id::m_bf16 && k == 16) return gpu::mma_probe_op::m_bf16_k16;
-  if (input == format_id::m_tf32 && k == 8) return gpu::mma_probe_op::m_tf32_k8;
-  if (input == format_id::m_e4m3fn && k == 32) return gpu::mma_probe_op::m_e4m3_k32;
-  if (input == format_id::m_e5m2 && k == 32) return gpu::mma_probe_op::m_e5m2_k32;
-  throw_input_error("mma", fmt::format("no probe kernel for {} with k = {}", formats::name(input), k));
+  using op = gpu::mma_probe_op;
+  const bool w = family == mma_family::m_wgmma;
+  if (input == format_id::m_f16 && k == 16) return w ? op::m_wgmma_f16_k16 : op::m_f16_k16;
+  if (input == format_id::m_bf16 && k == 16) return w ? op::m_wgmma_bf16_k16 : op::m_bf16_k16;
+  if (input == format_id::m_tf32 && k == 8) return w ? op::m_wgmma_tf32_k8 : op::m_tf32_k8;
+  if (input == format_id::m_e4m3fn && k == 32) return w ? op::m_wgmma_e4m3_k32 : op::m_e4m3_k32;
+  if (input == format_id::m_e5m2 && k == 32) return w ? op::m_wgmma_e5m2_k32 : op::m_e5m2_k32;
+  throw_input_error("mma", fmt::format("no {} probe kernel for {} with k = {}", w ? "wgmma" : "mma.sync",
+                                       formats::name(input), k));
 }
 #endif
 
@@ -50,20 +53,24 @@ mma_device_info mma_device(int ordinal) {
 #endif
 }
 
-std::string mma_device_instruction(formats::format_id input, int k) {
-#if NUMPROBE_HAVE_CUDA
-  return gpu::mma_probe_instruction(op_for(input, k));
-#else
-  (void)input;
-  (void)k;
-  no_gpu_build();
+std::string mma_device_unsupported(mma_family family, formats::format_id input, int arch) {
+  if (family == mma_family::m_wgmma) {
+#if NUMPROBE_HAVE_CUDA && !NUMPROBE_HAVE_WGMMA
+    return "this build has no sm_90a code (nvcc older than 12.0)";
 #endif
+    // wgmma is sm_90a's alone: Blackwell (sm_100+) has tcgen05 instead.
+    return arch == 90 ? "" : "needs sm_90 (wgmma is Hopper's; the kernel is sm_90a code)";
+  }
+  const bool fp8 = input == formats::format_id::m_e4m3fn || input == formats::format_id::m_e5m2;
+  const int need = fp8 ? 89 : 80;
+  return arch >= need ? "" : fmt::format("needs sm_{} or newer", need);
 }
 
-std::vector<double> run_mma_on_device(int ordinal, formats::format_id input, int k, std::span<const double> a,
-                                      std::span<const double> b, std::span<const double> c) {
+std::vector<double> run_mma_on_device(int ordinal, mma_family family, formats::format_id input, int k,
+                                      std::span<const double> a, std::span<const double> b,
+                                      std::span<const double> c) {
 #if NUMPROBE_HAVE_CUDA
-  const gpu::mma_probe_op op = op_for(input, k);
+  const gpu::mma_probe_op op = op_for(family, input, k);
   if (a.size() != b.size() || a.size() != c.size() * static_cast<std::size_t>(k))
     throw_input_error("mma", fmt::format("{} a, {} b values for {} dot products of k = {}", a.size(), b.size(),
                                          c.size(), k));
@@ -74,6 +81,7 @@ std::vector<double> run_mma_on_device(int ordinal, formats::format_id input, int
   return {d.begin(), d.end()};
 #else
   (void)ordinal;
+  (void)family;
   (void)input;
   (void)k;
   (void)a;

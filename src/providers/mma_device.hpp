@@ -1,7 +1,8 @@
 #pragma once
 // The device behind `numprobe mma` (issue 31): runs designed dot products through a tensor-core
-// instruction of numprobe's own probe kernels (src/kernels/gpu/mma_probe.cu). A build without
-// CUDA throws a backend error (exit 3) saying that the command needs a GPU build.
+// instruction of numprobe's own probe kernels (src/kernels/gpu/mma_probe.cu, wgmma_probe.cu). A
+// build without CUDA throws a backend error (exit 3) saying that the command needs a GPU build.
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -9,6 +10,10 @@
 #include "numprobe/formats/format.hpp"
 
 namespace numprobe::providers {
+
+// The instruction family of a probe path: the warp-level mma.sync (sm_80+; fp8 sm_89+) or
+// Hopper's warpgroup wgmma (sm_90 only), both with fp32 accumulation.
+enum class mma_family : std::uint8_t { m_mma_sync, m_wgmma };
 
 struct mma_device_info {
   int ordinal = 0;
@@ -21,13 +26,14 @@ struct mma_device_info {
 
 [[nodiscard]] mma_device_info mma_device(int ordinal);
 
-// The mma.sync instruction the probe runs for an input format and K (f16/bf16 k16, tf32 k8,
-// e4m3/e5m2 k32); throws an input error for other pairs.
-[[nodiscard]] std::string mma_device_instruction(formats::format_id input, int k);
+// "" when a device of compute capability `arch` runs the family's instruction for the input
+// format, else why not ("needs sm_89 or newer", ...). Needs no GPU build.
+[[nodiscard]] std::string mma_device_unsupported(mma_family family, formats::format_id input, int arch);
 
-// One output per dot product: a and b hold count * k values (exact in the input format), c
-// holds count fp32 values.
-[[nodiscard]] std::vector<double> run_mma_on_device(int ordinal, formats::format_id input, int k,
+// One output per dot product through the family's instruction for the input format and K (f16/bf16
+// k16, tf32 k8, e4m3/e5m2 k32; an input error for other pairs): a and b hold count * k values
+// (exact in the input format), c holds count fp32 values.
+[[nodiscard]] std::vector<double> run_mma_on_device(int ordinal, mma_family family, formats::format_id input, int k,
                                                     std::span<const double> a, std::span<const double> b,
                                                     std::span<const double> c);
 

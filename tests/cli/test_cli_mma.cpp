@@ -69,8 +69,10 @@ TEST(cli_mma, emit_vectors_and_list_models) {
   const auto r = run_numprobe("mma --emit-vectors -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json doc = json::parse(r.out);
-  ASSERT_EQ(doc["paths"].size(), 5u);  // f16, bf16, tf32, e4m3, e5m2 mma.sync
+  ASSERT_EQ(doc["paths"].size(), 10u);  // f16, bf16, tf32, e4m3, e5m2: mma.sync, then wgmma
   for (const json& p : doc["paths"]) EXPECT_GT(p["vectors"].size(), 20u);
+  EXPECT_EQ(doc["paths"][0]["path"], "mma.sync.m16n8k16.f32.f16");
+  EXPECT_EQ(doc["paths"][8]["path"], "wgmma.m64n8k32.f32.e4m3");
   const auto l = run_numprobe("mma --list-models");
   ASSERT_EQ(l.exit_code, 0) << l.err;
   for (const char* name : {"h200-wgmma-e4m3", "h200-wgmma-bf16", "h200-mma-bf16"})

@@ -5,8 +5,8 @@
 // first accumulator register is the result; every other D element must equal it bit for bit
 // (NaN with NaN), which checks the row/column placement on the device itself (a mismatch is a
 // backend error). The k placement is what the property vectors depend on: a wrong k order shows
-// in the grouping and fraction-bits verdicts. wgmma (sm_90a, descriptors, warpgroup) is not written yet:
-// docs/hardware.md, "What is not done".
+// in the grouping and fraction-bits verdicts. The wgmma kernels (sm_90a) are in wgmma_probe.cu;
+// this file's host harness runs both.
 #include <cuda_fp8.h>
 
 #include <cstring>
@@ -14,6 +14,7 @@
 
 #include "src/kernels/gpu/gpu_check.cuh"
 #include "src/kernels/gpu/mma_probe.hpp"
+#include "src/kernels/gpu/mma_probe_launch.hpp"
 #include "src/kernels/gpu/platform.cuh"
 
 namespace numprobe::gpu {
@@ -105,7 +106,7 @@ __global__ void mma_probe_kernel(const float* a, const float* b, const float* c,
     else
       NUMPROBE_MMA_SYNC("m16n8k32.row.col.f32.e5m2.e5m2.f32", rd, ra, rb, rc);
 #else
-    // The host refuses fp8 below sm_89 (mma_probe_min_arch); reaching here is a bug.
+    // The host refuses fp8 below sm_89 (mma_probe_unsupported); reaching here is a bug.
     __trap();
 #endif
   }
@@ -127,17 +128,48 @@ void launch(int count, const float* a, const float* b, const float* c, float* d,
 
 int mma_probe_k(mma_probe_op op) {
   switch (op) {
-    case mma_probe_op::m_tf32_k8: return 8;
+    case mma_probe_op::m_tf32_k8:
+    case mma_probe_op::m_wgmma_tf32_k8: return 8;
     case mma_probe_op::m_f16_k16:
-    case mma_probe_op::m_bf16_k16: return 16;
+    case mma_probe_op::m_bf16_k16:
+    case mma_probe_op::m_wgmma_f16_k16:
+    case mma_probe_op::m_wgmma_bf16_k16: return 16;
     case mma_probe_op::m_e4m3_k32:
-    case mma_probe_op::m_e5m2_k32: return 32;
+    case mma_probe_op::m_e5m2_k32:
+    case mma_probe_op::m_wgmma_e4m3_k32:
+    case mma_probe_op::m_wgmma_e5m2_k32: return 32;
   }
   return 0;
 }
 
-int mma_probe_min_arch(mma_probe_op op) {
-  return op == mma_probe_op::m_e4m3_k32 || op == mma_probe_op::m_e5m2_k32 ? 89 : 80;
+namespace {
+
+bool is_wgmma(mma_probe_op op) {
+  switch (op) {
+    case mma_probe_op::m_wgmma_f16_k16:
+    case mma_probe_op::m_wgmma_bf16_k16:
+    case mma_probe_op::m_wgmma_tf32_k8:
+    case mma_probe_op::m_wgmma_e4m3_k32:
+    case mma_probe_op::m_wgmma_e5m2_k32: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::string mma_probe_unsupported(mma_probe_op op, int arch) {
+  if (is_wgmma(op)) {
+#if NUMPROBE_HAVE_WGMMA
+    // wgmma is sm_90a's alone: Blackwell (sm_100+) has tcgen05 instead.
+    return arch == 90 ? "" : "needs sm_90 (wgmma is Hopper's; the kernel is sm_90a code)";
+#else
+    (void)arch;
+    return "this build has no sm_90a code (nvcc older than 12.0)";
+#endif
+  }
+  const bool fp8 = op == mma_probe_op::m_e4m3_k32 || op == mma_probe_op::m_e5m2_k32;
+  const int need = fp8 ? 89 : 80;
+  return arch >= need ? "" : "needs sm_" + std::to_string(need) + " or newer";
 }
 
 const char* mma_probe_instruction(mma_probe_op op) {
@@ -147,6 +179,11 @@ const char* mma_probe_instruction(mma_probe_op op) {
     case mma_probe_op::m_tf32_k8: return "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
     case mma_probe_op::m_e4m3_k32: return "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32";
     case mma_probe_op::m_e5m2_k32: return "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32";
+    case mma_probe_op::m_wgmma_f16_k16: return "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16";
+    case mma_probe_op::m_wgmma_bf16_k16: return "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16";
+    case mma_probe_op::m_wgmma_tf32_k8: return "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32";
+    case mma_probe_op::m_wgmma_e4m3_k32: return "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3";
+    case mma_probe_op::m_wgmma_e5m2_k32: return "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2";
   }
   return "?";
 }
@@ -165,10 +202,9 @@ mma_probe_device cuda_mma_probe_device(int ordinal) {
 std::vector<float> cuda_mma_probe(int ordinal, mma_probe_op op, int count, const float* a, const float* b,
                                   const float* c) {
   const mma_probe_device dev = cuda_mma_probe_device(ordinal);
-  if (dev.arch < mma_probe_min_arch(op))
-    throw_backend_error(mma_probe_instruction(op), "needs sm_" + std::to_string(mma_probe_min_arch(op)) +
-                                                       " or newer; device " + std::to_string(ordinal) + " is sm_" +
-                                                       std::to_string(dev.arch));
+  if (const std::string why = mma_probe_unsupported(op, dev.arch); !why.empty())
+    throw_backend_error(mma_probe_instruction(op),
+                        why + "; device " + std::to_string(ordinal) + " is sm_" + std::to_string(dev.arch));
   std::vector<float> out(static_cast<std::size_t>(count));
   if (count == 0) return out;
   NUMPROBE_GPU_CHECK(SetDevice, ordinal);
@@ -193,6 +229,11 @@ std::vector<float> cuda_mma_probe(int ordinal, mma_probe_op op, int count, const
     case mma_probe_op::m_tf32_k8: launch<mma_probe_op::m_tf32_k8>(count, da, db, dc, dd, k, dm); break;
     case mma_probe_op::m_e4m3_k32: launch<mma_probe_op::m_e4m3_k32>(count, da, db, dc, dd, k, dm); break;
     case mma_probe_op::m_e5m2_k32: launch<mma_probe_op::m_e5m2_k32>(count, da, db, dc, dd, k, dm); break;
+    default:
+#if NUMPROBE_HAVE_WGMMA
+      launch_wgmma_probe(op, count, da, db, dc, dd, k, dm);
+#endif
+      break;
   }
   check_launch(mma_probe_instruction(op));
   NUMPROBE_GPU_CHECK(DeviceSynchronize);

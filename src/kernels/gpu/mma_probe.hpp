@@ -2,7 +2,8 @@
 // Host interface of the tensor-core probe kernels (issue 31; docs/hardware.md): runs a batch
 // of designed dot products through one MMA instruction and returns the accumulator element
 // each produced. Plain C++ (no vendor headers), so providers compile with the host compiler.
-// CUDA only: the kernels are inline PTX (mma.sync); an AMD MFMA probe is not written.
+// CUDA only: the kernels are inline PTX (mma.sync, and wgmma on sm_90a); an AMD MFMA probe is
+// not written.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,10 +16,17 @@ enum class mma_probe_op : std::uint8_t {
   m_tf32_k8,   // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32  (sm_80+)
   m_e4m3_k32,  // mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 (sm_89+)
   m_e5m2_k32,  // mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 (sm_89+)
+  // Warpgroup MMA, both operands from shared memory (wgmma_probe.cu; sm_90 only: sm_90a code).
+  m_wgmma_f16_k16,   // wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16
+  m_wgmma_bf16_k16,  // wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
+  m_wgmma_tf32_k8,   // wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32
+  m_wgmma_e4m3_k32,  // wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3
+  m_wgmma_e5m2_k32,  // wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2
 };
 
 [[nodiscard]] int mma_probe_k(mma_probe_op op);
-[[nodiscard]] int mma_probe_min_arch(mma_probe_op op);  // 80 or 89
+// "" when a device of compute capability `arch` (90 for sm_90) runs the op, else why not.
+[[nodiscard]] std::string mma_probe_unsupported(mma_probe_op op, int arch);
 [[nodiscard]] const char* mma_probe_instruction(mma_probe_op op);
 
 struct mma_probe_device {
