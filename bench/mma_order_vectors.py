@@ -11,6 +11,8 @@ Each vector names what it asks in its id:
   c_small(J) with pair(0,2)  the same question with the small term in C (fp32: any J).
   sub(J)  pair(0,2) and a product of subnormal inputs (fp8: 2^(E-J) below the normal range).
 The fp16 k16 path runs the same shapes as the control (its F = 25 is measured).
+Each set is written twice: for the mma.sync path and, named by its path, for the wgmma one
+(which `--run-vectors` runs on sm_90 only).
 
 usage: mma_order_vectors.py OUT.json
 """
@@ -29,9 +31,9 @@ def vec(k, terms, c=0.0, vid=""):
 
 def main():
     out = {"paths": []}
-    for name, fmt, k, half_e, min_normal, min_sub in (
-        ("e4m3", "e4m3fn", 32, 8, -6, -9),  # E = 16 as the pair's exponent: 2^8 * 2^8
-        ("f16", "f16", 16, 15, -14, -24),   # E = 30: 2^15 * 2^15
+    for name, wgmma, fmt, k, half_e, min_normal, min_sub in (
+        ("e4m3", "wgmma.m64n8k32.f32.e4m3", "e4m3fn", 32, 8, -6, -9),  # E = 16: 2^8 * 2^8
+        ("f16", "wgmma.m64n8k16.f32.f16", "f16", 16, 15, -14, -24),    # E = 30: 2^15 * 2^15
     ):
         E = 2 * half_e
         big = 2.0 ** half_e
@@ -61,6 +63,7 @@ def main():
             vs.append(vec(k, {0: (big, big), 2: (-big, big), 5: (2.0 ** ea, 2.0 ** eb)}, 0.0, f"pair(0,2)+sub({J})"))
             vs.append(vec(k, {0: (big, big), 1: (-big, big), 5: (2.0 ** ea, 2.0 ** eb)}, 0.0, f"pair(0,1)+sub({J})"))
         out["paths"].append({"path": name, "input": fmt, "k": k, "vectors": vs})
+        out["paths"].append({"path": wgmma, "input": fmt, "k": k, "vectors": vs})
     with open(sys.argv[1], "w") as f:
         json.dump(out, f)
     print(sum(len(p["vectors"]) for p in out["paths"]), "vectors")

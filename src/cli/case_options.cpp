@@ -87,6 +87,9 @@ void add_case_flags(CLI::App* sub, case_flags& f, const std::string& seq_help) {
   sub->add_option("--acc-model", f.acc_model,
                   "emu: P.V runs through this bit-accurate MMA model, instruction by instruction; "
                   "with --acc-promote N, promoted to fp32 every N key tiles (numprobe mma --list-models)");
+  sub->add_flag("--acc-fma", f.acc_fma,
+                "emu, with --acc-model and --acc-promote: the promotion rescales and adds in one fused "
+                "multiply-add, as a compiler that contracts acc2 * alpha + acc does (Triton's default)");
   sub->add_flag("--force-rescale", f.force_rescale,
                 "emu: rescale O and l on every key tile (disable-the-mechanism check)");
 }
@@ -224,6 +227,7 @@ provider_options make_provider_options(const case_flags& f) {
   if (!f.acc_model.empty()) {
     o.knobs["acc-model"] = f.acc_model;
   }
+  if (f.acc_fma) o.knobs["acc-fma"] = "1";
   if (!f.decode && (!f.splits.empty() || f.split_size || !f.page_size.empty()))
     throw_input_error(!f.splits.empty() ? "--splits" : f.split_size ? "--split-size" : "--page-size", "needs --decode");
   if (!f.kv_format.empty()) o.knobs["kv-format"] = f.kv_format;

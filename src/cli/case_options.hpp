@@ -60,6 +60,7 @@ struct case_flags {
   double p_prescale = 0.0;       // --p-prescale X
   std::optional<std::int64_t> acc_promote;  // --acc-promote N (N >= 1)
   std::string acc_model;         // --acc-model NAME (src/kernels/emu/mma_model_table.cpp)
+  bool acc_fma = false;          // --acc-fma: the promotion as one fused multiply-add
   std::string max_memory;        // --max-memory SIZE (core/memory_budget.hpp)
   // The options that shape the case, to refuse them next to --case ID (which fixes the case:
   // a --seq given with it would otherwise be ignored without a word).

@@ -87,7 +87,8 @@ class emu_provider final : public attention_provider {
                   {"kv_scale", emu::to_string(m_cfg.fp8.kv_scale)}, {"p", m_cfg.fp8.p},
                   {"p_format", formats::name(m_cfg.fp8.p_format)}, {"p_prescale", m_cfg.fp8.p_prescale},
                   {"acc_promote", m_cfg.fp8.acc_promote}, {"acc_mantissa_bits", m_cfg.fp8.acc_mantissa},
-                  {"acc_model", m_acc_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(m_acc_model)}};
+                  {"acc_model", m_acc_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(m_acc_model)},
+                  {"acc_fma", m_cfg.fp8.acc_fma}};
     return j;
   }
 
@@ -99,7 +100,7 @@ class emu_provider final : public attention_provider {
       return k.integer(name, 1, std::numeric_limits<std::int64_t>::max());
     };
     if (const std::string* bad = k.first_unknown({"decode", "splits", "split-size", "page-size", "kv-format",
-                                                  "kv-scale", "p-format", "p-prescale", "acc-promote", "acc-model",
+                                                  "kv-scale", "p-format", "p-prescale", "acc-promote", "acc-model", "acc-fma",
                                                   "force-rescale", "opaque"}))
       throw_input_error("--" + *bad, "not a knob of the emu backend");
     m_decode = k.has("decode");
@@ -138,6 +139,12 @@ class emu_provider final : public attention_provider {
       m_cfg.fp8.acc_model = &mm;
       m_cfg.fp8.acc_mantissa = mm.internal_fraction_bits;
       m_acc_model = mm.name;
+    }
+    if (k.has("acc-fma")) {
+      if (m_cfg.fp8.acc_model == nullptr || m_cfg.fp8.acc_promote == 0)
+        throw_input_error("--acc-fma", "fuses the promotion of --acc-model's accumulator: needs --acc-model and "
+                                       "--acc-promote");
+      m_cfg.fp8.acc_fma = true;
     }
     if (m_decode && m_cfg.fp8.any())
       throw_input_error("--decode", "fp8 knobs apply to the prefill kernel only (not yet to --decode)");

@@ -3,6 +3,7 @@
 // fault detected under an input that exposes it; fnuz and e5m2 variants included.
 #include <cmath>
 #include <gtest/gtest.h>
+#include <numbers>
 #include <numeric>
 
 #include "numprobe/base/error.hpp"
@@ -209,6 +210,71 @@ TEST(fp8_attention_acc_model, mma_bf16_truncates_each_instruction_result) {
   const auto o = model_row(cfg, format_id::m_f32, 256, 1.0, std::ldexp(1.0, -25));
   ASSERT_EQ(o.size(), 64u);
   for (double x : o) ASSERT_EQ(x, (1.0 + 63.0 * std::ldexp(1.0, -23)) / 256.0);
+}
+
+// --acc-fma: the promotion as fma(o_acc, alpha, o) instead of a rounded rescale, then an add.
+// S = 128, two key tiles, promotion every tile, h200-wgmma-e4m3. Q = e_0, so a key's score is its
+// K[0]: 0 on tile 0, d on tile 1; every P is exactly 1 and tile 1 rescales by alpha =
+// exp2(fl(-d * log2e)) (fp32). V = 448 at key 0, 2^-6 on keys 1..63 (truncated away next to 448
+// by the model's 13 bits), -2^-6 on tile 1 (summed exactly: -1). So o_acc = 448 after tile 0,
+// and tile 1 promotes 448 * alpha - 1: rounded once (fused) or as fl(fl(448 * alpha) - 1). d is
+// picked so that 448 * alpha lies just above 128, where the two differ (the sum drops a binade).
+std::vector<double> fma_row(bool fused, float d) {
+  attention_case c = make(128, input_dist::m_normal, format_id::m_f32);
+  c.queries = 1;
+  c.heads = 1;
+  c.scale = 1.0;
+  const std::int64_t S = 128, D = c.head_dim;
+  std::vector<double> q(static_cast<std::size_t>(D), 0.0), k(static_cast<std::size_t>(S * D), 0.0),
+      v(static_cast<std::size_t>(S * D));
+  q[0] = 1.0;
+  for (std::int64_t key = 0; key < S; ++key)
+    for (std::int64_t e = 0; e < D; ++e) {
+      const auto i = static_cast<std::size_t>(key * D + e);
+      if (e == 0 && key >= 64) k[i] = d;
+      v[i] = key == 0 ? 448.0 : key < 64 ? std::ldexp(1.0, -6) : -std::ldexp(1.0, -6);
+    }
+  const attention_inputs ins(c, q, k, v);
+  flash_config cfg = e4m3_model(1);
+  cfg.fp8.acc_fma = fused;
+  cfg.states = default_states(c.dtype);
+  return flash_forward(ins, cfg, std::vector<std::int64_t>{0}).o;
+}
+
+TEST(fp8_attention_acc_model, acc_fma_rounds_the_promotion_once) {
+  const auto alpha_of = [](float d) { return std::exp2(-d * static_cast<float>(std::numbers::log2e)); };
+  float d = 0;
+  for (float cand = 1.2480f; cand < 1.2560f; cand += 1.0f / 1024) {
+    // Two roundings (the multiply, then the add; separate statements: clang contracts a*b-c
+    // within one expression) against one.
+    const float a = alpha_of(cand);
+    const float prod = 448.0f * a;
+    const float sep = prod - 1.0f;
+    const float one = std::fma(448.0f, a, -1.0f);
+    if (sep != one && prod >= 128.0f) {
+      d = cand;
+      break;
+    }
+  }
+  ASSERT_NE(d, 0.0f) << "no score in the sweep separates the two roundings";
+  const float a = alpha_of(d);
+  // l: 64 ones on tile 0; on tile 1 alpha * 64 (exact), then 64 ones added one by one in fp32.
+  float l = a * 64.0f;
+  for (int i = 0; i < 64; ++i) l = l + 1.0f;
+  const float prod = 448.0f * a;
+  const float sep_num = prod - 1.0f;
+  const double want_fused = std::fma(448.0f, a, -1.0f) / l;
+  const double want_sep = sep_num / l;
+  const auto fused = fma_row(true, d), sep = fma_row(false, d);
+  ASSERT_EQ(fused.size(), 64u);
+  ASSERT_EQ(sep.size(), 64u);
+  for (std::size_t e = 0; e < 64; ++e) {
+    EXPECT_EQ(fused[e], want_fused) << e;
+    EXPECT_EQ(sep[e], want_sep) << e;
+  }
+  EXPECT_NE(want_fused, want_sep);
+  // With alpha = 1 on every tile (every score 0: fma_row's d = 0) the two are the same.
+  EXPECT_EQ(fma_row(true, 0.0f), fma_row(false, 0.0f));
 }
 
 TEST(fp8_attention_acc_model, refuses_operands_the_mma_would_not_read) {

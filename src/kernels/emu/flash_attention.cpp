@@ -532,8 +532,11 @@ class flash_runner {
     const bool two_level = m_cfg.fp8.acc_promote > 0;
     std::vector<double> a(static_cast<std::size_t>(steps * kk), 0.0), b(static_cast<std::size_t>(kk));
     for (std::int64_t c = 0; c < nk; ++c) a[static_cast<std::size_t>(c)] = p_op(v, c);
+    // The tile that promotes, under --acc-fma, rescales o_acc inside the fused add below.
+    const bool promotes = two_level && since_promote + 1 == m_cfg.fp8.acc_promote && !no_promotion;
+    const bool fused = promotes && m_cfg.fp8.acc_fma;
     for (std::int64_t e = 0; e < dim; ++e) {
-      if (two_level) o_acc(v, e) = static_cast<float>(alpha * static_cast<float>(o_acc(v, e)));
+      if (two_level && !fused) o_acc(v, e) = static_cast<float>(alpha * static_cast<float>(o_acc(v, e)));
       float acc = alpha * static_cast<float>(o(v, e));
       for (std::int64_t st = 0; st < steps; ++st) {
         for (std::int64_t i = 0; i < kk; ++i) {
@@ -546,9 +549,11 @@ class flash_runner {
       }
       o(v, e) = acc;
     }
-    if (two_level && ++since_promote == m_cfg.fp8.acc_promote && !no_promotion) {
+    if (two_level) ++since_promote;
+    if (promotes) {
       for (std::int64_t e = 0; e < dim; ++e) {
-        o_acc(v, e) = static_cast<float>(static_cast<float>(o_acc(v, e)) + static_cast<float>(o(v, e)));
+        const float outer = static_cast<float>(o_acc(v, e)), inner = static_cast<float>(o(v, e));
+        o_acc(v, e) = fused ? std::fma(outer, alpha, inner) : outer + inner;
         o(v, e) = 0;
       }
       since_promote = 0;

@@ -73,7 +73,11 @@ void set_state(state_dtypes& st, std::string_view name, formats::format_id f,
 // which must be values of that format. acc_promote > 0 adds that accumulator into a second fp32
 // accumulator every acc_promote key tiles and restarts it from zero (two-level accumulation,
 // vLLM's fix for FA3); acc_promote == 0 keeps the model's accumulator for the whole row, as FA3
-// did before that fix. Q.K^T is not modelled (Q is not quantized here).
+// did before that fix. With acc_fma (--acc-fma), the promotion's rescale and add are one fused
+// multiply-add, o_acc = fma(o_acc, alpha, o), rounded once: what a compiler that contracts
+// `acc2 * alpha + acc` does (Triton's default, enable_fp_fusion; docs/hardware.md); the tiles
+// between promotions still rescale o_acc by one rounded multiply. Q.K^T is not modelled (Q is not
+// quantized here).
 enum class kv_scale_layout : std::uint8_t { m_tensor, m_head, m_channel, m_token };
 [[nodiscard]] std::string_view to_string(kv_scale_layout l);
 [[nodiscard]] kv_scale_layout parse_kv_scale(std::string_view text, const std::string& place = "--kv-scale");
@@ -88,6 +92,7 @@ struct fp8_config {
   std::int64_t acc_promote = 0;
   int acc_mantissa = 13;
   const mma_model* acc_model = nullptr;  // a registry entry (mma_models()), or none
+  bool acc_fma = false;                  // the promotion as one fma (needs acc_model, acc_promote)
   [[nodiscard]] bool any() const { return kv || p || acc_promote > 0 || acc_model != nullptr; }
 };
 

@@ -118,6 +118,7 @@ std::string flash_config::describe(formats::format_id input) const {
   if (fp8.p) out += fmt::format(",p={}x{}", formats::name(fp8.p_format), fp8.p_prescale);
   if (fp8.acc_promote > 0) out += fmt::format(",acc-promote={}", fp8.acc_promote);
   if (fp8.acc_model != nullptr) out += fmt::format(",acc-model={}", fp8.acc_model->name);
+  if (fp8.acc_fma) out += ",acc-fma";
   if (wavefront_width != 64) out += fmt::format(",wavefront={}", wavefront_width);
   if (!faults.empty()) {
     std::vector<std::string_view> names;
