@@ -13,7 +13,12 @@ acc); with promotion every N tiles, acc2 = alpha * acc2 and acc2 += acc, acc = 0
 two-level accumulation). The CPU side runs the same chain, instruction by instruction (K = 32),
 through `numprobe mma --model NAME --run-vectors`, each instruction's C the previous output.
 The count is of output elements whose fp32 bits are equal.
+
+Triton contracts the promotion `acc2 * alpha + acc` into one fused multiply-add (its default
+enable_fp_fusion); the CPU chain's `fused` mode (the emulator's --acc-fma) rounds it once, and
+is compared with the kernel as compiled by default; the separate mode with enable_fp_fusion=False.
 """
+import fractions
 import argparse
 import json
 import os
@@ -71,8 +76,21 @@ def make_inputs(s, v_dist, seed):
     return p, v, alpha.to(torch.float32)
 
 
-def run_model(numprobe, model, p, v, alpha, promote):
-    """The chain on the CPU, one `numprobe mma --run-vectors` call per instruction."""
+def fma32(x, y, z):
+    """fp32 fma elementwise: x * y + z rounded once to nearest even (exactly, through fractions)."""
+    out = np.empty(x.shape, np.float32)
+    for i, (a, b, c) in enumerate(zip(x.ravel().tolist(), y.ravel().tolist(), z.ravel().tolist())):
+        exact = fractions.Fraction(a) * fractions.Fraction(b) + fractions.Fraction(c)
+        r = np.float32(float(exact))  # may be double-rounded: settle among its neighbours
+        cands = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
+        best = min(cands, key=lambda f: (abs(fractions.Fraction(float(f)) - exact), int(f.view(np.uint32)) & 1))
+        out.flat[i] = best
+    return out
+
+
+def run_model(numprobe, model, p, v, alpha, promote, fused=False):
+    """The chain on the CPU, one `numprobe mma --run-vectors` call per instruction. fused: the
+    promotion as fma(outer, alpha, inner) (the emulator's --acc-fma)."""
     s = p.shape[1]
     pf = p.to(torch.float32).numpy().astype(np.float64)
     vf = v.to(torch.float32).numpy().astype(np.float64)
@@ -83,7 +101,8 @@ def run_model(numprobe, model, p, v, alpha, promote):
         path = os.path.join(tmp, "v.json")
         for t in range(s // BN):
             inner = (al[:, t:t + 1] * inner).astype(np.float32)
-            if promote > 0:
+            promotes = promote > 0 and (t + 1) % promote == 0
+            if promote > 0 and not (fused and promotes):
                 outer = (al[:, t:t + 1] * outer).astype(np.float32)
             for st in range(BN // K):
                 k0 = t * BN + st * K
@@ -95,8 +114,11 @@ def run_model(numprobe, model, p, v, alpha, promote):
                                      check=True, capture_output=True, text=True).stdout
                 got = json.loads(out)["paths"][0]["vectors"]
                 inner = np.array([float(x["measured"]) for x in got], np.float32).reshape(BM, D)
-            if promote > 0 and (t + 1) % promote == 0:
-                outer = (outer + inner).astype(np.float32)
+            if promotes:
+                if fused:
+                    outer = fma32(outer, np.broadcast_to(al[:, t:t + 1], (BM, D)).astype(np.float32), inner)
+                else:
+                    outer = (outer + inner).astype(np.float32)
                 inner = np.zeros((BM, D), np.float32)
     return (inner + outer).astype(np.float32) if promote > 0 else inner
 
@@ -121,25 +143,25 @@ def main():
                     f.write(ck.asm["ttgir"])
             torch.cuda.synchronize()
             dev = out.cpu().numpy()
-            cpu = run_model(args.numprobe, args.model, p, v, alpha, promote)
+            sep = run_model(args.numprobe, args.model, p, v, alpha, promote)
+            cpu = run_model(args.numprobe, args.model, p, v, alpha, promote, fused=True) if promote > 0 else sep
             eq = int(np.sum(dev.view(np.uint32) == cpu.view(np.uint32)))
-            if promote == 1 and eq != dev.size:
-                # Hypothesis: the compiler folds `dot(p, v, 0) + acc2` into `dot(p, v, acc2)`
-                # (one accumulator again). Test it against the one-level chain, and rerun the
-                # kernel with fp fusion off.
-                one = run_model(args.numprobe, args.model, p, v, alpha, 0)
-                eq1 = int(np.sum(dev.view(np.uint32) == one.view(np.uint32)))
+            eq_sep = int(np.sum(dev.view(np.uint32) == sep.view(np.uint32)))
+            if promote > 0:
+                # The kernel with fp fusion off against the separate (two-rounding) promotion.
                 nofuse = torch.full((BM, D), float("nan"), device="cuda")
                 pv_chain[(1,)](p.cuda(), v.cuda(), alpha.cuda(), nofuse, S=args.keys, PROMOTE=promote, BM=BM, BN=BN,
                                D=D, num_warps=4, enable_fp_fusion=False)
                 torch.cuda.synchronize()
                 nf = nofuse.cpu().numpy()
-                eq2 = int(np.sum(nf.view(np.uint32) == cpu.view(np.uint32)))
-                print(f"         promote=1 device vs the one-level chain: {eq1}/{dev.size}; "
-                      f"with enable_fp_fusion=False vs the two-level chain: {eq2}/{dev.size}", flush=True)
+                eq2 = int(np.sum(nf.view(np.uint32) == sep.view(np.uint32)))
+                print(f"         promote={promote}: default kernel vs separate promotion {eq_sep}/{dev.size}; "
+                      f"enable_fp_fusion=False vs separate promotion {eq2}/{dev.size}", flush=True)
+                rows.append((v_dist, -promote, eq2, dev.size, 0.0))
             diff = np.abs(dev.astype(np.float64) - cpu.astype(np.float64))
             rows.append((v_dist, promote, eq, dev.size, float(diff.max())))
-            print(f"{v_dist:8s} promote={promote}  equal bits {eq}/{dev.size}  max |device - model| {diff.max():.3e}",
+            print(f"{v_dist:8s} promote={promote}{' (fused)' if promote else ''}  equal bits {eq}/{dev.size}  "
+                  f"max |device - model| {diff.max():.3e}",
                   flush=True)
     total = sum(r[2] for r in rows)
     print(f"TOTAL equal {total}/{sum(r[3] for r in rows)} ({args.model}, S={args.keys}, tile 64, D={D})")
