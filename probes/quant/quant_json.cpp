@@ -58,6 +58,23 @@ nlohmann::json to_json(const quant_report& r) {
   j["conventions"] = nlohmann::json::object();
   for (const auto& [axis, value] : formats::convention_values(c)) j["conventions"][std::string(axis)] = value;
   if (c.kind == formats::scheme_kind::m_nvfp4) j["tensor_scale"] = json_number(r.result.tensor_scale);
+  if (r.gemm.on) {
+    const auto& g = r.gemm;
+    j["gemm"] = {{"model", g.model},
+                 {"instruction", g.instruction},
+                 {"tokens", g.tokens},
+                 {"n", g.n},
+                 {"k", g.k},
+                 {"k_block", g.k_block},
+                 {"instructions_per_block", g.instructions_per_block},
+                 {"acc_promote", g.promote},
+                 {"acc_rel_rms", json_number(g.acc_rel_rms)},
+                 {"fp32_acc_rel_rms", json_number(g.fp32_acc_rel_rms)},
+                 {"rel_rms", json_number(g.rel_rms)},
+                 {"fp32_rel_rms", json_number(g.fp32_rel_rms)},
+                 {"acc_max_abs", json_number(g.acc_max_abs)},
+                 {"nonfinite", g.nonfinite}};
+  }
   j["elements"] = m.elements;
   j["sqnr_db"] = json_number(m.sqnr_db);
   j["rel_rms"] = json_number(m.rel_rms);

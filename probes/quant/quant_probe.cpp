@@ -11,6 +11,7 @@
 #include "numprobe/base/error.hpp"
 #include "numprobe/formats/outlier_flushes.hpp"
 #include "numprobe/io/load_tensor.hpp"
+#include "src/kernels/emu/mma_model.hpp"
 
 namespace numprobe::probes {
 namespace {
@@ -37,6 +38,10 @@ std::string case_id(const quant_probe_options& o, std::int64_t rows, std::int64_
   if (c.over != d.over)
     id += c.over == formats::overflow::m_nan ? ",overflow=nan" : ",overflow=inf";
   if (o.input.empty()) id += fmt::format(",dist={}", name(o.dist));
+  if (o.gemm.tokens > 0) {
+    id += fmt::format(",gemm={},acc-model={}", o.gemm.tokens, o.gemm.acc_model);
+    if (o.gemm.promote > 0) id += fmt::format(",acc-promote={}", o.gemm.promote);
+  }
   id += fmt::format(",seed={})", o.seed);
   return id;
 }
@@ -184,14 +189,34 @@ double quant_metric(const quant_metrics& m, const std::string& name) {
   if (name == "outlier_flushed") return static_cast<double>(m.outlier_flushed);
   if (name == "nonfinite") return static_cast<double>(m.nan_inputs + m.inf_inputs + m.nonfinite_outputs);
   if (name == "bits_per_element") return m.bits_per_element;
+  if (name == "gemm_acc_rel_rms") return m.gemm_acc_rel_rms;
+  if (name == "gemm_fp32_acc_rel_rms") return m.gemm_fp32_acc_rel_rms;
+  if (name == "gemm_acc_ratio")
+    return m.gemm_fp32_acc_rel_rms > 0 ? m.gemm_acc_rel_rms / m.gemm_fp32_acc_rel_rms : 0.0;
+  if (name == "gemm_rel_rms") return m.gemm_rel_rms;
+  if (name == "gemm_nonfinite") return static_cast<double>(m.gemm_nonfinite);
   throw_input_error("--bound", "unknown quant metric '" + name +
                                    "' (known: sqnr_db, rel_rms, max_abs, max_rel, flushed, "
                                    "flushed_frac, clipped, clipped_frac, scale_underflow, "
-                                   "outlier_blocks, outlier_flushed, nonfinite, bits_per_element)");
+                                   "outlier_blocks, outlier_flushed, nonfinite, bits_per_element; "
+                                   "with --gemm: gemm_acc_rel_rms, gemm_fp32_acc_rel_rms, gemm_acc_ratio, "
+                                   "gemm_rel_rms, gemm_nonfinite)");
 }
 
 quant_report run_quant(const quant_probe_options& o) {
-  for (const auto& b : o.bounds) (void)quant_metric(quant_metrics{}, b.metric);  // names first
+  for (const auto& b : o.bounds) {  // names first
+    (void)quant_metric(quant_metrics{}, b.metric);
+    if (o.gemm.tokens == 0 && b.metric.rfind("gemm_", 0) == 0)
+      throw_input_error("--bound", fmt::format("{} is measured by the dequant GEMM: needs --gemm TOKENS --acc-model NAME",
+                                               b.metric));
+  }
+  if (o.gemm.tokens > 0 && o.gemm.acc_model.empty())
+    throw_input_error("--gemm", "needs --acc-model NAME (numprobe mma --list-models)");
+  if (o.gemm.tokens > 4096) throw_input_error("--gemm", fmt::format("TOKENS must be 1..4096, got {}", o.gemm.tokens));
+  if (!o.gemm.acc_model.empty()) (void)emu::find_mma_model(o.gemm.acc_model, "--acc-model");
+  if (o.gemm.tokens == 0 && (!o.gemm.acc_model.empty() || o.gemm.promote != 0))
+    throw_input_error(o.gemm.acc_model.empty() ? "--acc-promote" : "--acc-model",
+                      "applies to the dequant GEMM: needs --gemm TOKENS");
   quant_report r;
   std::int64_t rows = 0, cols = 0;
   load_input(o, r, rows, cols);
@@ -249,6 +274,13 @@ quant_report analyze_quant(const quant_probe_options& o, std::vector<double> inp
     shown = (row / g.block_rows) * g.grid_cols + col / g.block_cols;
   }
   if (shown >= 0) r.worked = work(r.result, r.input, shown);
+  if (o.gemm.tokens > 0) {
+    r.gemm = run_quant_gemm(o.gemm, o.config, r.result, r.input, rows, cols, o.seed);
+    r.metrics.gemm_acc_rel_rms = r.gemm.acc_rel_rms;
+    r.metrics.gemm_fp32_acc_rel_rms = r.gemm.fp32_acc_rel_rms;
+    r.metrics.gemm_rel_rms = r.gemm.rel_rms;
+    r.metrics.gemm_nonfinite = r.gemm.nonfinite;
+  }
 
   for (const auto& b : o.bounds) {
     const double v = quant_metric(r.metrics, b.metric);

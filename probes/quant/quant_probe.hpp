@@ -10,6 +10,7 @@
 #include "numprobe/core/result.hpp"
 #include "numprobe/core/bound.hpp"
 #include "numprobe/formats/scheme.hpp"
+#include "probes/quant/quant_gemm.hpp"
 #include "probes/quant/quant_inputs.hpp"
 
 namespace numprobe::probes {
@@ -27,6 +28,7 @@ struct quant_probe_options {
   int device = 0;
   double exec_timeout_s = 60.0;  // exec:CMD only (--exec-timeout, --keep)
   bool keep_temp = false;
+  quant_gemm_options gemm;  // --gemm TOKENS --acc-model NAME [--acc-promote N]
 };
 
 struct quant_metrics {
@@ -44,6 +46,9 @@ struct quant_metrics {
   std::int64_t outlier_blocks = 0;
   std::int64_t outlier_flushed = 0;
   double bits_per_element = 0.0;
+  // --gemm (quant_gemm.hpp): the dequant GEMM through the MMA model.
+  double gemm_acc_rel_rms = 0.0, gemm_fp32_acc_rel_rms = 0.0, gemm_rel_rms = 0.0;
+  std::int64_t gemm_nonfinite = 0;
 };
 
 // A block shown element by element (truncated to `k_worked_max` elements).
@@ -75,12 +80,15 @@ struct quant_report {
   std::vector<quant_breach> breaches;
   double seconds = 0.0;
   nlohmann::json device_check;  // --backend cuda|hip: device vs reference codec (null for ref)
+  quant_gemm_report gemm;       // --gemm
 };
 
 // The value of a named metric, for --bound; throws an input error on an unknown name.
 [[nodiscard]] double quant_metric(const quant_metrics& m, const std::string& name);
 // The metrics every quant result reports (and bounds may name).
 [[nodiscard]] const std::vector<std::string>& quant_metric_names();
+// The metrics a result with --gemm adds (gemm_acc_rel_rms, ...): a bound on one needs --gemm.
+[[nodiscard]] const std::vector<std::string>& quant_gemm_metric_names();
 
 // Reads or generates the input, then analyze_quant.
 [[nodiscard]] quant_report run_quant(const quant_probe_options& o);

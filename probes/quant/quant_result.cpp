@@ -12,6 +12,8 @@ namespace {
 std::pair<std::string, std::string> quant_unit_format(const std::string& n) {
   if (n == "sqnr_db") return {"dB", "fixed"};
   if (n == "flushed" || n == "clipped" || n == "outlier_flushed" || n == "nonfinite") return {"elements", "int"};
+  if (n == "gemm_nonfinite") return {"outputs", "int"};
+  if (n == "gemm_acc_ratio") return {"x", "fixed"};
   if (n == "scale_underflow" || n == "outlier_blocks") return {"blocks", "int"};
   if (n == "flushed_frac" || n == "clipped_frac") return {"", "pct"};
   if (n == "bits_per_element") return {"bits", "fixed"};
@@ -109,6 +111,23 @@ void add_view(const quant_report& r, bool allow_nonfinite, result::check_result&
     }
     if (r.worked.truncated) v.line(fmt::format("(first {} elements shown)", k_worked_max));
   }
+  if (r.gemm.on) {
+    const auto& g = r.gemm;
+    auto& t = v.add_table({"metric", "value", ""},
+                          fmt::format("dequant GEMM: X [{} tokens, {}] x W^T [{}, {}] through {} ({}); scale blocks of {} "
+                                      "along K ({} instructions), promoted to fp32 {}",
+                                      g.tokens, g.k, g.k, g.n, g.model, g.instruction, g.k_block,
+                                      g.instructions_per_block,
+                                      g.promote > 0 ? fmt::format("every {} instructions and at each block end", g.promote)
+                                                    : "at each block end"));
+    t.rows = {{"gemm_acc_rel_rms", sci(g.acc_rel_rms), "the model's accumulation vs fp64 of the same quantized operands"},
+              {"gemm_fp32_acc_rel_rms", sci(g.fp32_acc_rel_rms), "the same chain with an fp32 accumulator (baseline)"},
+              {"gemm_acc_ratio", fmt::format("{:.2f}", g.fp32_acc_rel_rms > 0 ? g.acc_rel_rms / g.fp32_acc_rel_rms : 0.0),
+               "model / fp32 accumulator"},
+              {"gemm_rel_rms", sci(g.rel_rms), fmt::format("vs fp64 of the unquantized X and W (fp32 accumulator: {})",
+                                                           sci(g.fp32_rel_rms))},
+              {"gemm_nonfinite", std::to_string(g.nonfinite), "NaN/Inf outputs"}};
+  }
   const std::string device = device_check_text(r);
   for (std::size_t at = 0; at < device.size();) {
     const auto nl = device.find('\n', at);
@@ -121,6 +140,12 @@ void add_view(const quant_report& r, bool allow_nonfinite, result::check_result&
 }
 
 }  // namespace
+
+const std::vector<std::string>& quant_gemm_metric_names() {
+  static const std::vector<std::string> names = {"gemm_acc_rel_rms", "gemm_fp32_acc_rel_rms", "gemm_acc_ratio",
+                                                 "gemm_rel_rms", "gemm_nonfinite"};
+  return names;
+}
 
 const std::vector<std::string>& quant_metric_names() {
   static const std::vector<std::string> names = {
@@ -138,6 +163,11 @@ void fill_result(const quant_report& r, const std::vector<bound>& bounds, bool a
     out.metrics.push_back({n, quant_metric(r.metrics, n), unit, format});
   }
   out.metrics.push_back({"blocks", static_cast<double>(r.metrics.blocks), "blocks", "int"});
+  if (r.gemm.on)
+    for (const auto& n : quant_gemm_metric_names()) {
+      const auto [unit, format] = quant_unit_format(n);
+      out.metrics.push_back({n, quant_metric(r.metrics, n), unit, format});
+    }
   for (const auto& b : bounds) out.gates.push_back(result::evaluate_gate(b, quant_metric(r.metrics, b.metric), r.case_id));
   // NaN/Inf inputs are a finding unless the check allows them (excluded from the error metrics).
   // The gate appears only when it fails, so clean inputs keep their reports as they were.
@@ -145,6 +175,11 @@ void fill_result(const quant_report& r, const std::vector<bound>& bounds, bool a
     out.gates.push_back(result::evaluate_gate(bound{"nonfinite_inputs", bound_op::m_le, 0.0,
                                             "NaN/Inf in the input is a finding (allow_nonfinite = true accepts it)"},
                                       static_cast<double>(r.metrics.nan_inputs + r.metrics.inf_inputs), r.case_id));
+  // A NaN or Inf out of the GEMM is a finding whatever was asked.
+  if (r.gemm.on && r.gemm.nonfinite > 0)
+    out.gates.push_back(result::evaluate_gate(bound{"gemm_nonfinite", bound_op::m_le, 0.0,
+                                                    "NaN/Inf out of the dequant GEMM is a finding"},
+                                              static_cast<double>(r.gemm.nonfinite), r.case_id));
 
   std::vector<double> rel;
   rel.reserve(r.input.size());

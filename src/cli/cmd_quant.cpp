@@ -39,6 +39,9 @@ struct quant_flags {
   bool keep = false;
   bool allow_nonfinite = false;
   bool axis_given = false, group_given = false;
+  std::int64_t gemm = 0;           // --gemm TOKENS
+  std::string acc_model;           // --acc-model NAME
+  std::int64_t acc_promote = 0;    // --acc-promote N (instructions)
 };
 
 probes::quant_probe_options make_options(const quant_flags& f) {
@@ -102,6 +105,12 @@ probes::quant_probe_options make_options(const quant_flags& f) {
   }
   for (const auto& b : f.bounds) o.bounds.push_back(parse_bound(b));
   o.worst_count = f.worst;
+  o.gemm.tokens = f.gemm;
+  o.gemm.acc_model = f.acc_model;
+  o.gemm.promote = f.acc_promote;
+  if (f.gemm < 0) throw_input_error("--gemm", fmt::format("TOKENS must be 1..4096, got {}", f.gemm));
+  if (f.gemm > 0 && f.backend != "ref")
+    throw_input_error("--gemm", "the dequant GEMM runs on the CPU models: use it with --backend ref");
   // Config errors (formats, group, axis) surface before any input is generated or read.
   formats::validate(o.config, 1, 1);
   return o;
@@ -140,6 +149,12 @@ void setup_quant(CLI::App& app) {
   sub->add_option("--exec-timeout", f->exec_timeout, "exec backend: seconds per run")->capture_default_str();
   sub->add_flag("--keep", f->keep, "exec backend: keep the case directory");
   sub->add_option("--worst", f->worst, "how many worst blocks to list")->capture_default_str();
+  sub->add_option("--gemm", f->gemm,
+                  "TOKENS: the tensor as W of a dequant GEMM with TOKENS synthetic activation rows quantized "
+                  "the same way, through --acc-model (docs/hardware.md)");
+  sub->add_option("--acc-model", f->acc_model, "--gemm: the MMA model the products run through (numprobe mma --list-models)");
+  sub->add_option("--acc-promote", f->acc_promote,
+                  "--gemm: promote the MMA partial sum to fp32 every N instructions (and at every scale block end)");
   sub->callback([f, axis_opt, group_opt] {
     f->axis_given = axis_opt->count() > 0;
     f->group_given = group_opt->count() > 0;

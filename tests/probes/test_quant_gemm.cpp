@@ -1,0 +1,91 @@
+// `quant --gemm` (issue 31 item 3; probes/quant/quant_gemm.hpp): the dequant GEMM through an
+// MMA model, on operands whose every output is derived by hand. fp8-tensor with both amaxes at
+// 448 (both scales exactly 1, codes = values). K = 256 (8 k32 instructions). W's row: 448 at
+// k = 0, 2^-6 at k = 1..254, 0 at k = 255; X's row: 1 everywhere except 448 at k = 255 (its amax,
+// multiplied by W's 0). The exact product is 448 + 254 * 2^-6 = 451.96875 (exact in fp32, so the
+// fp32-accumulator baseline is exact too). h200-wgmma-e4m3 keeps 13 fraction bits below the
+// group's largest exponent, truncated: next to 448 = 1.75 * 2^8 the unit is 2^-5, and 2^-6
+// products vanish; from zero, 32 of them sum exactly to 0.5 (31 in the last instruction: 0.484375).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "numprobe/base/error.hpp"
+#include "probes/quant/quant_gemm.hpp"
+
+namespace numprobe::probes {
+namespace {
+
+constexpr std::int64_t k_k = 256;
+
+struct operands {
+  formats::scheme_config config = formats::find_scheme("fp8-tensor").defaults;
+  std::vector<double> w, x;
+  formats::quant_result wq;
+  operands() : w(k_k, std::ldexp(1.0, -6)), x(k_k, 1.0) {
+    w[0] = 448.0;
+    w[k_k - 1] = 0.0;
+    x[k_k - 1] = 448.0;
+    wq = formats::quantize(config, w, 1, k_k);
+  }
+  quant_gemm_report run(std::int64_t promote, const std::string& model = "h200-wgmma-e4m3") const {
+    quant_gemm_options g;
+    g.tokens = 1;
+    g.acc_model = model;
+    g.promote = promote;
+    return run_quant_gemm_with(g, config, wq, w, 1, k_k, x, 7);
+  }
+};
+
+TEST(quant_gemm, wgmma_e4m3_promotion_is_exact_by_hand) {
+  const operands op;
+  ASSERT_EQ(op.wq.blocks.at(0).scale, 1.0);
+  const double exact = 448.0 + 254.0 / 64.0;
+  // One accumulator over K: every small product is lost.
+  const auto none = op.run(0);
+  ASSERT_EQ(none.outputs.size(), 1u);
+  EXPECT_EQ(none.outputs[0], 448.0);
+  // sqrt(d^2 / q^2) in double: four roundings, so within 4 ulps of |d| / |q|.
+  const double want = (exact - 448.0) / exact;
+  EXPECT_NEAR(none.acc_rel_rms, want, 4 * std::ldexp(want, -52));
+  EXPECT_EQ(none.fp32_acc_rel_rms, 0.0);  // fp32 adds of 2^-6 next to 448 are exact
+  // Every instruction promoted: the first keeps 448, six add 0.5, the last 0.484375.
+  EXPECT_EQ(op.run(1).outputs[0], 448.0 + 6 * 0.5 + 0.484375);
+  // Every 4 instructions: the first four give 448, the next four 0.5 + 0.5 + 0.5 + 0.484375.
+  EXPECT_EQ(op.run(4).outputs[0], 448.0 + 1.984375);
+  // Every 3: {448}, {0.5 x 3}, {0.5, 0.484375} at the block end.
+  EXPECT_EQ(op.run(3).outputs[0], 448.0 + 1.5 + 0.984375);
+}
+
+TEST(quant_gemm, refuses_what_it_cannot_run) {
+  const operands op;
+  const auto code_at = [&](const std::function<void()>& f, const std::string& place) {
+    try {
+      f();
+    } catch (const numprobe::error& e) {
+      EXPECT_EQ(e.place(), place) << e.what();
+      return e.code();
+    }
+    return exit_code::m_ok;
+  };
+  // The model reads bf16, the elements are e4m3.
+  EXPECT_EQ(code_at([&] { (void)op.run(0, "h200-mma-bf16"); }, "--acc-model"), exit_code::m_input);
+  EXPECT_EQ(code_at([&] { (void)op.run(0, "nosuch"); }, "--acc-model"), exit_code::m_input);
+  EXPECT_EQ(code_at([&] { (void)op.run(-1); }, "--acc-promote"), exit_code::m_input);
+  // Scale groups of 48 along K are not whole k32 instructions.
+  formats::scheme_config group = formats::find_scheme("group").defaults;
+  group.element = formats::format_id::m_e4m3fn;
+  group.group = 48;
+  const std::vector<double> w(96, 1.0);
+  const auto wq = formats::quantize(group, w, 1, 96);
+  quant_gemm_options g;
+  g.tokens = 1;
+  g.acc_model = "h200-wgmma-e4m3";
+  EXPECT_EQ(code_at([&] { (void)run_quant_gemm(g, group, wq, w, 1, 96, 1); }, "--acc-model"), exit_code::m_input);
+  g.tokens = 0;
+  EXPECT_EQ(code_at([&] { (void)run_quant_gemm(g, op.config, op.wq, op.w, 1, k_k, 1); }, "--gemm"),
+            exit_code::m_input);
+}
+
+}  // namespace
+}  // namespace numprobe::probes
