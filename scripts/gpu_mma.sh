@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The tensor-core probe on the GPU machine (issue 31; docs/hardware.md): build numprobe with
-# CUDA, run `numprobe mma --json`, write the catalogue's vectors, and (when torch is present)
-# run bench/mma_torch.py on the same vectors. Everything lands in $OUT (the device tool's
-# folder) or ./gpu-mma-out.
+# CUDA, run `numprobe mma --json` (mma.sync and, on sm_90, wgmma paths), write the catalogue's
+# vectors, and (when torch is present) run bench/mma_torch.py on the same vectors and
+# bench/mma_chain_triton.py. Everything lands in $OUT (the device tool's folder) or ./gpu-mma-out.
 #
 #   scripts/gpu_mma.sh
 #
@@ -51,4 +51,12 @@ if python3 -c 'import torch' 2>/dev/null; then
   echo "mma_torch: exit ${PIPESTATUS[0]}"
 else
   echo "mma_torch: skipped (no torch)"
+fi
+# The attention P.V chain through Triton's wgmma against the model chained as --acc-model chains
+# it (fused and separate promotion; docs/hardware.md, "--acc-model in the attention emulator").
+if python3 -c 'import triton' 2>/dev/null; then
+  python3 bench/mma_chain_triton.py "$BUILD_DIR/numprobe" --keys 512 | tee "$OUT/chain.txt"
+  echo "mma_chain_triton: exit ${PIPESTATUS[0]}"
+else
+  echo "mma_chain_triton: skipped (no triton)"
 fi
