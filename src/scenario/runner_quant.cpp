@@ -55,6 +55,14 @@ probes::quant_probe_options make_options(const check_spec& s) {
   }
   o.bounds = s.bounds;
   o.worst_count = static_cast<std::size_t>(std::max<std::int64_t>(0, s.get_int("worst", 5)));
+  // The dequant GEMM through an MMA model (quant --gemm; probes/quant/quant_gemm.hpp).
+  if (s.has("gemm")) {
+    o.gemm.tokens = s.get_int("gemm", 0);
+    if (o.gemm.tokens < 1 || o.gemm.tokens > 4096)
+      throw_input_error(s.place("gemm"), fmt::format("TOKENS must be 1..4096, got {}", o.gemm.tokens));
+  }
+  o.gemm.acc_model = s.get_string("acc_model", "");
+  o.gemm.promote = s.get_int("acc_promote", 0);
   formats::validate(o.config, 1, 1);
   return o;
 }
@@ -85,9 +93,17 @@ check_runner quant_runner() {
               {"overflow", K::m_string, "saturate | nan | inf"},
               {"seed", K::m_int, "input seed"},
               {"allow_nonfinite", K::m_bool, "pass even when the input holds NaN/Inf"},
-              {"worst", K::m_int, "worst blocks to list"}};
-  r.known_metric = [](const std::string& m) { return std::find(probes::quant_metric_names().begin(), probes::quant_metric_names().end(), m) != probes::quant_metric_names().end(); };
+              {"worst", K::m_int, "worst blocks to list"},
+              {"gemm", K::m_int, "TOKENS: the tensor as W of a dequant GEMM through acc_model"},
+              {"acc_model", K::m_string, "gemm: the MMA model (numprobe mma --list-models)"},
+              {"acc_promote", K::m_int, "gemm: promote to fp32 every N instructions"}};
+  r.known_metric = [](const std::string& m) {
+    const auto& a = probes::quant_metric_names();
+    const auto& g = probes::quant_gemm_metric_names();
+    return std::find(a.begin(), a.end(), m) != a.end() || std::find(g.begin(), g.end(), m) != g.end();
+  };
   for (const auto& n : probes::quant_metric_names()) r.metric_names += (r.metric_names.empty() ? "" : ", ") + n;
+  for (const auto& n : probes::quant_gemm_metric_names()) r.metric_names += ", " + n + " (with gemm)";
   r.run = run_quant_check;
   return r;
 }

@@ -158,3 +158,44 @@ TEST(run_engine, resume_reuses_the_journal) {
 }
 
 }  // namespace
+
+// probe = "quant" with gemm: the dequant GEMM's metrics reach the gates. Bases: the
+// h200-wgmma-e4m3 accumulator keeps 13 fraction bits (truncated), fp32 24, so its error over the
+// same quantized operands is of order 2^-13 ~ 1.2e-4 (far above 1e-6) and hundreds of times the
+// fp32 accumulator's (far above 10).
+TEST(run_engine, quant_gemm_metrics_reach_the_gates) {
+  const auto s = sc::parse_scenario(R"(
+[[check]]
+name = "gemm-ratio"
+probe = "quant"
+scheme = "fp8-block128"
+shape = "64x512"
+gemm = 4
+acc_model = "h200-wgmma-e4m3"
+bound = "gemm_acc_ratio>=10"
+
+[[check]]
+name = "gemm-tight"
+probe = "quant"
+scheme = "fp8-tensor"
+shape = "64x512"
+gemm = 4
+acc_model = "h200-wgmma-e4m3"
+bound = "gemm_acc_rel_rms<=1e-6"
+
+[[check]]
+name = "gemm-missing"
+probe = "quant"
+scheme = "fp8-tensor"
+shape = "64x512"
+acc_model = "h200-wgmma-e4m3"
+)", "g.toml");
+  const auto r = sc::run_scenario(s, {});
+  ASSERT_EQ(r.checks.size(), 3u);
+  EXPECT_EQ(r.checks[0].outcome, status::m_pass) << r.checks[0].message;
+  EXPECT_EQ(r.checks[1].outcome, status::m_fail) << r.checks[1].message;
+  ASSERT_EQ(r.checks[1].gates.size(), 1u);
+  EXPECT_GT(r.checks[1].gates[0].measured, 1e-5);
+  EXPECT_EQ(r.checks[2].outcome, status::m_error);  // acc_model without gemm
+  EXPECT_EQ(r.checks[2].error_code, 2);
+}
