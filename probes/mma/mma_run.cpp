@@ -129,7 +129,7 @@ mma_run_result run_mma(const mma_run_options& o) {
   }
   r.source = fmt::format("device {}: {} (sm_{})", dev.ordinal, dev.name, dev.arch);
   for (const auto& path : mma_device_paths()) {
-    if (const std::string why = providers::mma_device_unsupported(path.family, path.input, dev.arch); !why.empty()) {
+    if (const std::string why = providers::mma_device_unsupported(path.family, path.input, path.k, dev.arch); !why.empty()) {
       r.skipped.push_back(fmt::format("{}: {}", path.name, why));
       continue;
     }

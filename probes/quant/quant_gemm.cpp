@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <span>
 
 #include "numprobe/base/error.hpp"
@@ -34,6 +35,11 @@ float promote(float outer, float s, float inner) {
 }
 
 }  // namespace
+
+double quant_gemm_report::acc_ratio() const {
+  if (fp32_acc_rel_rms > 0) return acc_rel_rms / fp32_acc_rel_rms;
+  return acc_rel_rms > 0 ? std::numeric_limits<double>::infinity() : 1.0;
+}
 
 quant_gemm_report run_quant_gemm(const quant_gemm_options& g, const formats::scheme_config& config,
                                  const formats::quant_result& w, const std::vector<double>& w_input, std::int64_t n,
@@ -159,8 +165,11 @@ quant_gemm_report run_quant_gemm_with(const quant_gemm_options& g, const formats
     n_true.add(y_true[o] * y_true[o]);
     r.acc_max_abs = std::max(r.acc_max_abs, std::fabs(d));
   }
+  // A zero reference with a non-zero error is an infinite relative error, never 0 (a gate on it
+  // must not hold without evidence).
   const auto ratio = [](const neumaier& num, const neumaier& den) {
-    return den.value() > 0 ? std::sqrt(num.value() / den.value()) : 0.0;
+    if (den.value() > 0) return std::sqrt(num.value() / den.value());
+    return num.value() > 0 ? std::numeric_limits<double>::infinity() : 0.0;
   };
   r.acc_rel_rms = ratio(e_acc, n_q);
   r.fp32_acc_rel_rms = ratio(e_fp32, n_q);

@@ -70,6 +70,7 @@ nlohmann::json to_json(const quant_report& r) {
                  {"acc_promote", g.promote},
                  {"acc_rel_rms", json_number(g.acc_rel_rms)},
                  {"fp32_acc_rel_rms", json_number(g.fp32_acc_rel_rms)},
+                 {"acc_ratio", json_number(g.acc_ratio())},
                  {"rel_rms", json_number(g.rel_rms)},
                  {"fp32_rel_rms", json_number(g.fp32_rel_rms)},
                  {"acc_max_abs", json_number(g.acc_max_abs)},

@@ -191,8 +191,7 @@ double quant_metric(const quant_metrics& m, const std::string& name) {
   if (name == "bits_per_element") return m.bits_per_element;
   if (name == "gemm_acc_rel_rms") return m.gemm_acc_rel_rms;
   if (name == "gemm_fp32_acc_rel_rms") return m.gemm_fp32_acc_rel_rms;
-  if (name == "gemm_acc_ratio")
-    return m.gemm_fp32_acc_rel_rms > 0 ? m.gemm_acc_rel_rms / m.gemm_fp32_acc_rel_rms : 0.0;
+  if (name == "gemm_acc_ratio") return m.gemm_acc_ratio;
   if (name == "gemm_rel_rms") return m.gemm_rel_rms;
   if (name == "gemm_nonfinite") return static_cast<double>(m.gemm_nonfinite);
   throw_input_error("--bound", "unknown quant metric '" + name +
@@ -278,6 +277,7 @@ quant_report analyze_quant(const quant_probe_options& o, std::vector<double> inp
     r.gemm = run_quant_gemm(o.gemm, o.config, r.result, r.input, rows, cols, o.seed);
     r.metrics.gemm_acc_rel_rms = r.gemm.acc_rel_rms;
     r.metrics.gemm_fp32_acc_rel_rms = r.gemm.fp32_acc_rel_rms;
+    r.metrics.gemm_acc_ratio = r.gemm.acc_ratio();
     r.metrics.gemm_rel_rms = r.gemm.rel_rms;
     r.metrics.gemm_nonfinite = r.gemm.nonfinite;
   }

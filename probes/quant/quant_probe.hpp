@@ -47,7 +47,7 @@ struct quant_metrics {
   std::int64_t outlier_flushed = 0;
   double bits_per_element = 0.0;
   // --gemm (quant_gemm.hpp): the dequant GEMM through the MMA model.
-  double gemm_acc_rel_rms = 0.0, gemm_fp32_acc_rel_rms = 0.0, gemm_rel_rms = 0.0;
+  double gemm_acc_rel_rms = 0.0, gemm_fp32_acc_rel_rms = 0.0, gemm_acc_ratio = 0.0, gemm_rel_rms = 0.0;
   std::int64_t gemm_nonfinite = 0;
 };
 

@@ -122,7 +122,7 @@ void add_view(const quant_report& r, bool allow_nonfinite, result::check_result&
                                                     : "at each block end"));
     t.rows = {{"gemm_acc_rel_rms", sci(g.acc_rel_rms), "the model's accumulation vs fp64 of the same quantized operands"},
               {"gemm_fp32_acc_rel_rms", sci(g.fp32_acc_rel_rms), "the same chain with an fp32 accumulator (baseline)"},
-              {"gemm_acc_ratio", fmt::format("{:.2f}", g.fp32_acc_rel_rms > 0 ? g.acc_rel_rms / g.fp32_acc_rel_rms : 0.0),
+              {"gemm_acc_ratio", fmt::format("{:.2f}", g.acc_ratio()),
                "model / fp32 accumulator"},
               {"gemm_rel_rms", sci(g.rel_rms), fmt::format("vs fp64 of the unquantized X and W (fp32 accumulator: {})",
                                                            sci(g.fp32_rel_rms))},

@@ -53,17 +53,17 @@ mma_device_info mma_device(int ordinal) {
 #endif
 }
 
-std::string mma_device_unsupported(mma_family family, formats::format_id input, int arch) {
-  if (family == mma_family::m_wgmma) {
-#if NUMPROBE_HAVE_CUDA && !NUMPROBE_HAVE_WGMMA
-    return "this build has no sm_90a code (nvcc older than 12.0)";
+std::string mma_device_unsupported(mma_family family, formats::format_id input, int k, int arch) {
+#if NUMPROBE_HAVE_CUDA
+  // The kernels' own rule (mma_probe_unsupported), so the two cannot disagree.
+  return gpu::mma_probe_unsupported(op_for(family, input, k), arch);
+#else
+  (void)family;
+  (void)input;
+  (void)k;
+  (void)arch;
+  return "needs a GPU: this numprobe was built without CUDA";
 #endif
-    // wgmma is sm_90a's alone: Blackwell (sm_100+) has tcgen05 instead.
-    return arch == 90 ? "" : "needs sm_90 (wgmma is Hopper's; the kernel is sm_90a code)";
-  }
-  const bool fp8 = input == formats::format_id::m_e4m3fn || input == formats::format_id::m_e5m2;
-  const int need = fp8 ? 89 : 80;
-  return arch >= need ? "" : fmt::format("needs sm_{} or newer", need);
 }
 
 std::vector<double> run_mma_on_device(int ordinal, mma_family family, formats::format_id input, int k,

@@ -27,8 +27,8 @@ struct mma_device_info {
 [[nodiscard]] mma_device_info mma_device(int ordinal);
 
 // "" when a device of compute capability `arch` runs the family's instruction for the input
-// format, else why not ("needs sm_89 or newer", ...). Needs no GPU build.
-[[nodiscard]] std::string mma_device_unsupported(mma_family family, formats::format_id input, int arch);
+// format and K, else why not ("needs sm_89 or newer", ...): the probe kernels' own rule.
+[[nodiscard]] std::string mma_device_unsupported(mma_family family, formats::format_id input, int k, int arch);
 
 // One output per dot product through the family's instruction for the input format and K (f16/bf16
 // k16, tf32 k8, e4m3/e5m2 k32; an input error for other pairs): a and b hold count * k values

@@ -64,7 +64,7 @@ TEST(gpu_mma, every_path_computes_exact_integer_dot_products) {
   std::uniform_int_distribution<int> small(-8, 8);
   int paths_run = 0;
   for (const auto& path : mma_device_paths()) {
-    if (!providers::mma_device_unsupported(path.family, path.input, dev.arch).empty()) continue;
+    if (!providers::mma_device_unsupported(path.family, path.input, path.k, dev.arch).empty()) continue;
     constexpr int count = 512;
     std::vector<double> a, b, c, want;
     for (int v = 0; v < count; ++v) {

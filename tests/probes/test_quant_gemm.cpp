@@ -57,6 +57,53 @@ TEST(quant_gemm, wgmma_e4m3_promotion_is_exact_by_hand) {
   EXPECT_EQ(op.run(3).outputs[0], 448.0 + 1.5 + 0.984375);
 }
 
+// Scale blocks along K: fp8-block128 (W's 128x128 blocks, X's 1x128 tiles), K = 256, two
+// blocks. Block 0 as above (448 at k = 0, 2^-6 at k = 1..126, 0 at k = 127, where X holds its
+// amax 448). Block 1: W = 224 at k = 128 (X = 0 there), 2^-6 at k = 129..254, 0 at 255 (X = 448):
+// its scale is 224 / 448 = 0.5, so its codes are 448 and 2^-5. X's scales are 1. Block 0's
+// inner sum is 448 (its small products truncated away); block 1's is 126 * 2^-5 = 3.9375, exact
+// (a 2^-5 product beside partial sums below 4 keeps 13 bits), promoted as 0.5 * 3.9375. So Y =
+// 448 + 1.96875 = 449.96875, where one accumulator over K would give 448 (the tensor case
+// above): the block end promotes, and the block's own scale is applied.
+TEST(quant_gemm, scale_blocks_promote_at_their_ends_with_their_scales) {
+  const formats::scheme_config config = formats::find_scheme("fp8-block128").defaults;
+  std::vector<double> w(k_k, std::ldexp(1.0, -6)), x(k_k, 1.0);
+  w[0] = 448.0;
+  w[127] = 0.0;
+  x[127] = 448.0;
+  w[128] = 224.0;
+  x[128] = 0.0;
+  w[255] = 0.0;
+  x[255] = 448.0;
+  const auto wq = formats::quantize(config, w, 1, k_k);
+  ASSERT_EQ(wq.blocks.size(), 2u);
+  ASSERT_EQ(wq.blocks[0].scale, 1.0);
+  ASSERT_EQ(wq.blocks[1].scale, 0.5);
+  quant_gemm_options g;
+  g.tokens = 1;
+  g.acc_model = "h200-wgmma-e4m3";
+  const auto r = run_quant_gemm_with(g, config, wq, w, 1, k_k, x, 7);
+  EXPECT_EQ(r.k_block, 128);
+  EXPECT_EQ(r.instructions_per_block, 4);
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0], 448.0 + 1.96875);
+  // Promoting every 2 instructions as well: block 0's second pair starts from zero and keeps its
+  // 63 small products (0.984375); block 1's sums were exact already (1.96875 in all).
+  g.promote = 2;
+  EXPECT_EQ(run_quant_gemm_with(g, config, wq, w, 1, k_k, x, 7).outputs[0], 448.0 + 0.984375 + 1.96875);
+}
+
+// The ratio to the fp32 baseline is never 0 by default: in the tensor case the fp32 chain is
+// exact (error 0) while the model's is not, so the ratio is infinite, and a gate
+// gemm_acc_ratio<=X cannot hold.
+TEST(quant_gemm, ratio_to_an_exact_baseline_is_infinite) {
+  const operands op;
+  const auto r = op.run(0);
+  ASSERT_EQ(r.fp32_acc_rel_rms, 0.0);
+  ASSERT_GT(r.acc_rel_rms, 0.0);
+  EXPECT_TRUE(std::isinf(r.acc_ratio()));
+}
+
 TEST(quant_gemm, refuses_what_it_cannot_run) {
   const operands op;
   const auto code_at = [&](const std::function<void()>& f, const std::string& place) {
