@@ -126,8 +126,11 @@ def main():
     results = {"device": torch.cuda.get_device_name(args.device), "torch": torch.__version__, "paths": []}
     seen = set()
     for p in doc["paths"]:
-        # The catalogue depends on the input format and k alone: the mma.sync and wgmma paths
-        # carry the same vectors, and torch and Triton run them once.
+        # torch and Triton here accumulate in fp32: fp16 and s32 accumulator paths are not theirs.
+        # The fp32 catalogue depends on the input format and k alone: the mma.sync and wgmma
+        # paths carry the same vectors, and torch and Triton run them once.
+        if p.get("accumulator", "f32") != "f32":
+            continue
         if (p["input"], p["k"]) in seen:
             continue
         seen.add((p["input"], p["k"]))

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fmt/format.h>
 #include <limits>
 
@@ -58,9 +59,9 @@ double product(const mma_vector& v, int i) { return v.a[i] * v.b[i]; }  // exact
 
 }  // namespace
 
-double mma_round_bits(double x, int bits, mma_rounding mode) {
+double mma_round_bits(double x, int bits, mma_rounding mode, int min_exponent) {
   if (x == 0.0 || !std::isfinite(x)) return x;
-  const int e = std::max(std::ilogb(x), -126);
+  const int e = std::max(std::ilogb(x), min_exponent);
   const double scaled = std::ldexp(x, bits - e);  // exact: a power-of-two scaling
   double r = 0.0;
   switch (mode) {
@@ -71,28 +72,87 @@ double mma_round_bits(double x, int bits, mma_rounding mode) {
   return std::ldexp(r, e - bits);
 }
 
+namespace {
+
+// The integer catalogue (mma_catalogue.cpp, integer_catalogue): exact products, and the s32
+// result on overflow under four hypotheses, each a closed form on the exact 64-bit sums.
+mma_characterisation classify_integer(const mma_path& path, const std::vector<mma_vector>& vectors,
+                                      const std::vector<double>& measured) {
+  mma_characterisation out;
+  out.path = path;
+  mma_findings& f = out.findings;
+  const auto all = [](const mma_vector&) { return true; };
+  const auto k = static_cast<std::size_t>(path.k);
+  auto exact = [&](const mma_vector& v, std::size_t from, std::size_t to) {
+    std::int64_t s = 0;
+    for (std::size_t i = from; i < to; ++i) s += static_cast<std::int64_t>(v.a[i]) * static_cast<std::int64_t>(v.b[i]);
+    return s;
+  };
+  auto clamp = [](std::int64_t x) { return std::clamp<std::int64_t>(x, INT32_MIN, INT32_MAX); };
+  {
+    mma_property p = select("products", "are the products and their sum with C exact?", vectors, measured, all);
+    mma_hypothesis h{"exact", {}};
+    for (const auto& v : p.vectors) h.predicted.push_back(static_cast<double>(exact(v, 0, k) + static_cast<std::int64_t>(v.c)));
+    p.hypotheses = {h};
+    match(p);
+    f.products_exact = p.determined;
+    out.properties.push_back(std::move(p));
+  }
+  {
+    mma_property p = select("overflow", "what does the s32 accumulator do past 2^31 - 1 or below -2^31?", vectors,
+                            measured, all);
+    mma_hypothesis wrap{k_wraps, {}}, once{k_clamped_once, {}},
+        halves{"clamped after each half of K (C first)", {}}, each{"clamped after each product (C first, k order)", {}};
+    for (const auto& v : p.vectors) {
+      const auto c = static_cast<std::int64_t>(v.c);
+      const std::int64_t total = c + exact(v, 0, k);
+      wrap.predicted.push_back(static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(total))));
+      once.predicted.push_back(static_cast<double>(clamp(total)));
+      halves.predicted.push_back(static_cast<double>(clamp(clamp(c + exact(v, 0, k / 2)) + exact(v, k / 2, k))));
+      std::int64_t r = c;
+      for (std::size_t i = 0; i < k; ++i) r = clamp(r + exact(v, i, i + 1));
+      each.predicted.push_back(static_cast<double>(r));
+    }
+    p.hypotheses = {wrap, once, halves, each};
+    match(p);
+    if (p.determined) f.integer_overflow = p.matching.front();
+    out.properties.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace
+
 mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_vector>& vectors,
                                   const std::vector<double>& measured) {
   if (vectors.size() != measured.size())
     throw_input_error("mma " + path.name,
                       fmt::format("{} outputs for {} vectors", measured.size(), vectors.size()));
+  if (path.integer()) return classify_integer(path, vectors, measured);
   mma_characterisation out;
   out.path = path;
   mma_findings& f = out.findings;
+  const emu::mma_format_bits acc = emu::mma_bits(path.output());
   const int e = mma_pair_exponent(path);
   const int jmax = mma_max_shift(path);
   const auto all = [](const mma_vector&) { return true; };
 
   // products: exact (1 + 2^-p)^2 = 1 + 2^(1-p) + 2^(-2p), or rounded to the input's p bits
-  // (2^-2p is below half an ulp 2^-(p+1)): 1 + 2^(1-p). Assumes the sum and output keep 2p bits.
+  // (2^-2p is below half an ulp 2^-(p+1)): 1 + 2^(1-p). Assumes the sum and output keep 2p bits
+  // (with an fp16 accumulator the top is cancelled first: mma_catalogue.cpp).
   {
     mma_property p = select("products", "are the products exact?", vectors, measured, all);
-    if (!p.vectors.empty()) {
-      const double x = p.vectors[0].a[0];
-      p.hypotheses = {{"exact", {x * x}},
-                      {"rounded to the input precision", {mma_round_bits(x * x, p.vectors[0].param,
-                                                                          mma_rounding::m_nearest_even)}}};
+    mma_hypothesis exact{"exact", {}}, rounded{"rounded to the input precision", {}};
+    for (const auto& v : p.vectors) {
+      double e_sum = 0.0, r_sum = 0.0;  // exact in double: at most two short products
+      for (int i = 0; i < path.k; ++i) {
+        e_sum += product(v, i);
+        r_sum += mma_round_bits(product(v, i), v.param, mma_rounding::m_nearest_even);
+      }
+      exact.predicted.push_back(e_sum);
+      rounded.predicted.push_back(r_sum);
     }
+    if (!p.vectors.empty()) p.hypotheses = {exact, rounded};
     match(p);
     if (p.determined) f.products_exact = p.matching.front() == "exact";
     out.properties.push_back(std::move(p));
@@ -156,7 +216,7 @@ mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_ve
       for (mma_rounding m : k_modes) {
         mma_hypothesis h{fmt::format("P={} {}", bits, emu::mma_rounding_name(m)), {}};
         for (const auto& v : p.vectors)
-          h.predicted.push_back(mma_round_bits(product(v, 0) + product(v, 1) + product(v, 2), bits, m));
+          h.predicted.push_back(mma_round_bits(product(v, 0) + product(v, 1) + product(v, 2), bits, m, acc.min_exponent));
         p.hypotheses.push_back(std::move(h));
       }
     match(p);
@@ -194,8 +254,11 @@ mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_ve
     out.properties.push_back(std::move(p));
   }
 
-  // c_handling: c = 2^E and k products of half a unit: with C in the group each is dropped
-  // (round(c) = c); added after, the products' exact sum joins c at the output rounding.
+  // c_handling: terms designed so that, with C in the group, every term below the group's unit
+  // 2^(e_max - F) is dropped (each is at most half a unit, a power of two: dropped by truncation,
+  // by rounding down when positive, and by ties-to-even); added after, C joins the products'
+  // exact sum at the output rounding. fp32 output: c = 2^E and k half units; fp16: the pair and
+  // c a quarter unit (mma_catalogue.cpp).
   {
     const bool known = F >= 0 && f.output_fraction_bits && f.output_rounding;
     mma_property p = select("c_handling", "is C aligned with the products or added after them?", vectors,
@@ -205,10 +268,19 @@ mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_ve
       const mma_rounding m = *f.output_rounding;
       mma_hypothesis in{"C in the first group", {}}, after{"C added after the products", {}};
       for (const auto& v : p.vectors) {
-        double sum = 0.0;
-        for (int i = 0; i < path.k; ++i) sum += product(v, i);  // exact: k equal powers of two
-        in.predicted.push_back(mma_round_bits(v.c, bits, m));
-        after.predicted.push_back(mma_round_bits(v.c + sum, bits, m));
+        // Exact in double: powers of two within 64 bits of each other.
+        double sum = 0.0, kept = 0.0;
+        int e_max = v.c != 0.0 ? std::ilogb(v.c) : std::numeric_limits<int>::min();
+        for (int i = 0; i < path.k; ++i)
+          if (product(v, i) != 0.0) e_max = std::max(e_max, std::ilogb(product(v, i)));
+        const double unit = std::ldexp(1.0, e_max - F);
+        for (int i = 0; i < path.k; ++i) {
+          sum += product(v, i);
+          if (std::fabs(product(v, i)) >= unit) kept += product(v, i);
+        }
+        if (std::fabs(v.c) >= unit) kept += v.c;
+        in.predicted.push_back(mma_round_bits(kept, bits, m, acc.min_exponent));
+        after.predicted.push_back(mma_round_bits(v.c + sum, bits, m, acc.min_exponent));
       }
       if (!p.vectors.empty() && same(in.predicted[0], after.predicted[0])) {
         p.hypotheses = {std::move(in), std::move(after)};
@@ -254,14 +326,14 @@ mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_ve
       if (l == "subnormal C flushed on read") f.flush_subnormal_inputs.reset();  // A/B kept, C not: no model field
     } else if (p.matching.size() == 2) {
       // Without a subnormal product (fp8, fp16) a flushed C is either reading.
-      p.verdict += " (no product reaches fp32's subnormals in this format: a flushed C on read and a flushed"
+      p.verdict += " (no product reaches the accumulator's subnormals in this format: a flushed C on read and a flushed"
                    " result look the same)";
     }
     out.properties.push_back(std::move(p));
   }
 
-  // nonfinite: the IEEE results of the exact sums; overflow past fp32's max to Inf or to the
-  // largest finite value.
+  // nonfinite: the IEEE results of the exact sums; overflow past the accumulator's max to Inf or
+  // to its largest finite value.
   {
     mma_property p = select("nonfinite", "NaN and Inf: IEEE propagation? overflow to Inf?", vectors, measured, all);
     const double inf = std::numeric_limits<double>::infinity();
@@ -270,16 +342,16 @@ mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_ve
       double s = v.c;
       for (int i = 0; i < path.k; ++i) s += v.a[i] * v.b[i];
       const double x = std::isnan(s) ? std::numeric_limits<double>::quiet_NaN() : s;
-      const bool overflow = std::isfinite(x) && std::fabs(x) > 0x1.fffffep127;
+      const bool overflow = std::isfinite(x) && std::fabs(x) > acc.max_finite;
       ieee.predicted.push_back(overflow ? std::copysign(inf, x) : x);
-      sat.predicted.push_back(overflow ? std::copysign(0x1.fffffep127, x) : x);
+      sat.predicted.push_back(overflow ? std::copysign(acc.max_finite, x) : x);
     }
     const bool overflow_tested =
         std::any_of(p.vectors.begin(), p.vectors.end(), [](const mma_vector& v) { return v.param == 6; });
     if (overflow_tested) {
       p.hypotheses = {ieee, sat};
     } else {
-      ieee.label = "IEEE (no product reaches fp32's overflow in this format)";
+      ieee.label = "IEEE (no product reaches the accumulator's overflow in this format)";
       p.hypotheses = {ieee};
     }
     match(p);

@@ -44,7 +44,13 @@ struct mma_findings {
   std::optional<bool> flush_subnormal_output;  // from a subnormal product, else from a subnormal C
   std::optional<bool> ieee_nonfinite;
   std::optional<bool> overflow_to_inf;
+  // Integer paths: the s32 result on overflow (k_wraps, k_clamped_once, or clamping along the
+  // way, which no model describes).
+  std::optional<std::string> integer_overflow;
 };
+
+inline constexpr const char* k_wraps = "wraps modulo 2^32";
+inline constexpr const char* k_clamped_once = "clamped once, at the end";
 
 struct mma_characterisation {
   mma_path path;
@@ -56,8 +62,8 @@ struct mma_characterisation {
 [[nodiscard]] mma_characterisation mma_classify(const mma_path& path, const std::vector<mma_vector>& vectors,
                                                 const std::vector<double>& measured);
 
-// x rounded to `bits` fraction bits below its leading bit (fp32's exponent floor -126 for
-// subnormals) under `mode`: the closed form the predictions use.
-[[nodiscard]] double mma_round_bits(double x, int bits, emu::mma_rounding mode);
+// x rounded to `bits` fraction bits below its leading bit (exponents floored at min_exponent:
+// fp32's -126, fp16's -14, for subnormals) under `mode`: the closed form the predictions use.
+[[nodiscard]] double mma_round_bits(double x, int bits, emu::mma_rounding mode, int min_exponent = -126);
 
 }  // namespace numprobe::probes

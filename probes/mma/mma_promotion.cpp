@@ -50,6 +50,10 @@ double mma_chained_dot(const emu::mma_model& model, const std::vector<double>& a
 }
 
 mma_promotion_result run_mma_promotion(const emu::mma_model& model, const mma_promotion_options& o) {
+  if (model.integer())
+    throw_input_error("--promotion", fmt::format("{} accumulates integers exactly (s32): there is no rounding for a "
+                                                 "promotion interval to bound; use a floating-point model",
+                                                 model.name));
   for (const auto n : o.lengths)
     if (n <= 0 || n % model.k != 0)
       throw_input_error("--promotion-lengths", fmt::format("{} is not a positive multiple of {}'s k = {}", n,

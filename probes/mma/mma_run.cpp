@@ -51,6 +51,26 @@ bool mma_run_result::measured_models_agree() const {
 
 std::string published_model_for(const mma_path& path, int sm) {
   using formats::format_id;
+  using providers::mma_accumulator;
+  if (path.accumulator != mma_accumulator::m_f32) {
+    // fp16 and integer accumulators: the Hopper entries (MMA-Sim's fused sum with an fp16 output;
+    // PTX's integer semantics). fp8 mma.sync with fp16 has none: Hopper's fp32 one was measured
+    // to differ from MMA-Sim's description, so no entry is assumed for it.
+    if (sm < 90) return "";
+    const bool w = path.family == providers::mma_family::m_wgmma;
+    if (path.integer()) {
+      if (sm != 90 && w) return "";
+      const std::string base = w ? "h200-wgmma-s8" : "h200-mma-s8";
+      return path.accumulator == mma_accumulator::m_s32_satfinite ? base + "-satfinite" : base;
+    }
+    if (w && sm != 90) return "";
+    switch (path.input) {
+      case format_id::m_f16: return w ? "h200-wgmma-f16-f16acc" : "h200-mma-f16-f16acc";
+      case format_id::m_e4m3fn: return w ? "h200-wgmma-e4m3-f16acc" : "";
+      case format_id::m_e5m2: return w ? "h200-wgmma-e5m2-f16acc" : "";
+      default: return "";
+    }
+  }
   if (path.family == providers::mma_family::m_wgmma) {
     if (sm != 90) return "";
     switch (path.input) {
@@ -102,7 +122,7 @@ mma_run_result run_mma(const mma_run_options& o) {
   if (o.model) {
     const emu::mma_model& m = emu::find_mma_model(*o.model, "--model");
     r.source = fmt::format("model {} ({}; {})", m.name, m.instruction, m.source);
-    const mma_path path{m.name, m.input, m.k};
+    const mma_path path = mma_model_path(m);
     const auto vectors = mma_catalogue(path);
     auto run = [&m](const std::vector<mma_vector>& vs) {
       std::vector<double> out;
@@ -129,7 +149,7 @@ mma_run_result run_mma(const mma_run_options& o) {
   }
   r.source = fmt::format("device {}: {} (sm_{})", dev.ordinal, dev.name, dev.arch);
   for (const auto& path : mma_device_paths()) {
-    if (const std::string why = providers::mma_device_unsupported(path.family, path.input, path.k, dev.arch); !why.empty()) {
+    if (const std::string why = providers::mma_device_unsupported(path.instruction(), dev.arch); !why.empty()) {
       r.skipped.push_back(fmt::format("{}: {}", path.name, why));
       continue;
     }
@@ -140,7 +160,7 @@ mma_run_result run_mma(const mma_run_options& o) {
       b.insert(b.end(), v.b.begin(), v.b.end());
       c.push_back(v.c);
     }
-    const std::vector<double> measured = providers::run_mma_on_device(o.device, path.family, path.input, path.k, a, b, c);
+    const std::vector<double> measured = providers::run_mma_on_device(o.device, path.instruction(), a, b, c);
     r.paths.push_back(mma_classify(path, vectors, measured));
     if (o.agree > 0)
       agree(r, r.paths.back(), dev.arch, o, [&](const std::vector<mma_vector>& vs) {
@@ -150,7 +170,7 @@ mma_run_result run_mma(const mma_run_options& o) {
           vb.insert(vb.end(), v.b.begin(), v.b.end());
           vc.push_back(v.c);
         }
-        return providers::run_mma_on_device(o.device, path.family, path.input, path.k, va, vb, vc);
+        return providers::run_mma_on_device(o.device, path.instruction(), va, vb, vc);
       });
   }
   return r;
@@ -186,10 +206,12 @@ json mma_result_json(const mma_run_result& r) {
                   {"flush_subnormal_inputs", optional_json(f.flush_subnormal_inputs)},
                   {"flush_subnormal_output", optional_json(f.flush_subnormal_output)},
                   {"ieee_nonfinite", optional_json(f.ieee_nonfinite)},
-                  {"overflow_to_inf", optional_json(f.overflow_to_inf)}};
+                  {"overflow_to_inf", optional_json(f.overflow_to_inf)},
+                  {"integer_overflow", optional_json(f.integer_overflow)}};
     paths.push_back(json{{"path", c.path.name},
                          {"input", std::string(formats::name(c.path.input))},
                          {"k", c.path.k},
+                         {"accumulator", providers::mma_accumulator_name(c.path.accumulator)},
                          {"findings", findings},
                          {"properties", props}});
   }
@@ -252,10 +274,10 @@ json run_mma_vectors(const json& doc, const mma_run_options& o, const std::strin
     bool found = false;
     if (model) {
       found = model->input == input && model->k == k;
-      path = {model->name, model->input, model->k};
+      path = mma_model_path(*model);
     } else {
-      // The path the document names (mma.sync or wgmma), else the first device path (mma.sync)
-      // of the input format and k.
+      // The path the document names (mma.sync or wgmma, any accumulator), else the first device
+      // path (mma.sync, fp32; s32 for i8) of the input format and k.
       const std::string named = p.contains("path") && p["path"].is_string() ? p["path"].get<std::string>() : "";
       for (const auto& d : mma_device_paths())
         if (d.input == input && d.k == k && (!found || d.name == named)) {
@@ -285,7 +307,9 @@ json run_mma_vectors(const json& doc, const mma_run_options& o, const std::strin
           throw_input_error(vplace, fmt::format("a[{0}] or b[{0}] is not a value of {1}", i, formats::name(input)));
       }
       mv.c = v.contains("c") ? read_number(v["c"], vplace + ".c") : 0.0;
-      if (!emu::mma_representable(formats::format_id::m_f32, mv.c)) throw_input_error(vplace, "c is not an fp32 value");
+      if (!mma_accumulator_holds(path, mv.c))
+        throw_input_error(vplace, fmt::format("c is not a value of the {} accumulator of {}",
+                                              providers::mma_accumulator_name(path.accumulator), path.name));
       a.insert(a.end(), mv.a.begin(), mv.a.end());
       b.insert(b.end(), mv.b.begin(), mv.b.end());
       c.push_back(mv.c);
@@ -295,7 +319,7 @@ json run_mma_vectors(const json& doc, const mma_run_options& o, const std::strin
     if (model) {
       for (const auto& v : vs) measured.push_back(emu::mma_dot(*model, v.a, v.b, v.c, "--model " + model->name));
     } else if (!vs.empty()) {
-      measured = providers::run_mma_on_device(o.device, path.family, input, static_cast<int>(k), a, b, c);
+      measured = providers::run_mma_on_device(o.device, path.instruction(), a, b, c);
     }
     json vectors = json::array();
     for (std::size_t i = 0; i < vs.size(); ++i) {
@@ -313,7 +337,11 @@ json mma_vectors_json(const std::vector<mma_path>& paths) {
   for (const auto& p : paths) {
     json vectors = json::array();
     for (const auto& v : mma_catalogue(p)) vectors.push_back(vector_json(v));
-    out.push_back(json{{"path", p.name}, {"input", std::string(formats::name(p.input))}, {"k", p.k}, {"vectors", vectors}});
+    out.push_back(json{{"path", p.name},
+                       {"input", std::string(formats::name(p.input))},
+                       {"k", p.k},
+                       {"accumulator", providers::mma_accumulator_name(p.accumulator)},
+                       {"vectors", vectors}});
   }
   return json{{"mma_schema_version", 1}, {"paths", out}};
 }

@@ -15,6 +15,20 @@ namespace numprobe::providers {
 // Hopper's warpgroup wgmma (sm_90 only), both with fp32 accumulation.
 enum class mma_family : std::uint8_t { m_mma_sync, m_wgmma };
 
+// The accumulator (C and D) of a probe path: fp32, fp16, or s32 (integer inputs), wrapping or
+// clamped (.satfinite).
+enum class mma_accumulator : std::uint8_t { m_f32, m_f16, m_s32, m_s32_satfinite };
+
+[[nodiscard]] const char* mma_accumulator_name(mma_accumulator a);  // f32, f16, s32, s32.satfinite
+
+// One probe instruction: family, A/B element format, K and accumulator.
+struct mma_instruction {
+  mma_family family = mma_family::m_mma_sync;
+  formats::format_id input = formats::format_id::m_bf16;
+  int k = 16;
+  mma_accumulator accumulator = mma_accumulator::m_f32;
+};
+
 struct mma_device_info {
   int ordinal = 0;
   std::string name;
@@ -26,15 +40,15 @@ struct mma_device_info {
 
 [[nodiscard]] mma_device_info mma_device(int ordinal);
 
-// "" when a device of compute capability `arch` runs the family's instruction for the input
-// format and K, else why not ("needs sm_89 or newer", ...): the probe kernels' own rule.
-[[nodiscard]] std::string mma_device_unsupported(mma_family family, formats::format_id input, int k, int arch);
+// "" when a device of compute capability `arch` runs the instruction, else why not ("needs
+// sm_89 or newer", ...): the probe kernels' own rule.
+[[nodiscard]] std::string mma_device_unsupported(const mma_instruction& op, int arch);
 
-// One output per dot product through the family's instruction for the input format and K (f16/bf16
-// k16, tf32 k8, e4m3/e5m2 k32; an input error for other pairs): a and b hold count * k values
-// (exact in the input format), c holds count fp32 values.
-[[nodiscard]] std::vector<double> run_mma_on_device(int ordinal, mma_family family, formats::format_id input, int k,
-                                                    std::span<const double> a, std::span<const double> b,
-                                                    std::span<const double> c);
+// One output per dot product through the instruction (f16/bf16 k16, tf32 k8, e4m3/e5m2 k32 with
+// fp32 accumulators; f16 k16 and e4m3/e5m2 k32 with fp16 ones; i8 k32 with s32; an input error
+// for other combinations): a and b hold count * k values (exact in the input format), c holds
+// count accumulator values (fp32, fp16 or s32 values).
+[[nodiscard]] std::vector<double> run_mma_on_device(int ordinal, const mma_instruction& op, std::span<const double> a,
+                                                    std::span<const double> b, std::span<const double> c);
 
 }  // namespace numprobe::providers

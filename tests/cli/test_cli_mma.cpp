@@ -69,13 +69,22 @@ TEST(cli_mma, emit_vectors_and_list_models) {
   const auto r = run_numprobe("mma --emit-vectors -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json doc = json::parse(r.out);
-  ASSERT_EQ(doc["paths"].size(), 10u);  // f16, bf16, tf32, e4m3, e5m2: mma.sync, then wgmma
-  for (const json& p : doc["paths"]) EXPECT_GT(p["vectors"].size(), 20u);
+  // fp32 accumulators: f16, bf16, tf32, e4m3, e5m2 (mma.sync, then wgmma); fp16: f16, e4m3,
+  // e5m2 (mma.sync, then wgmma); s8 with s32, wrapping and .satfinite (mma.sync, then wgmma).
+  ASSERT_EQ(doc["paths"].size(), 20u);
+  for (const json& p : doc["paths"]) {
+    // The integer catalogue is 2 product and 4 overflow vectors; the floating one far more.
+    EXPECT_GT(p["vectors"].size(), p["input"] == "int8" ? 5u : 20u) << p["path"];
+    EXPECT_TRUE(p.contains("accumulator")) << p["path"];
+  }
   EXPECT_EQ(doc["paths"][0]["path"], "mma.sync.m16n8k16.f32.f16");
   EXPECT_EQ(doc["paths"][8]["path"], "wgmma.m64n8k32.f32.e4m3");
+  EXPECT_EQ(doc["paths"][10]["accumulator"], "f16");
+  EXPECT_EQ(doc["paths"][19]["accumulator"], "s32.satfinite");
   const auto l = run_numprobe("mma --list-models");
   ASSERT_EQ(l.exit_code, 0) << l.err;
-  for (const char* name : {"h200-wgmma-e4m3", "h200-wgmma-bf16", "h200-mma-bf16"})
+  for (const char* name : {"h200-wgmma-e4m3", "h200-wgmma-bf16", "h200-mma-bf16", "h200-wgmma-e4m3-f16acc",
+                           "h200-mma-s8-satfinite"})
     EXPECT_NE(l.out.find(name), std::string::npos) << name;
 }
 

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 #include "gpu_test_support.hpp"
@@ -43,28 +44,34 @@ TEST(gpu_mma, measured_models_reproduce_the_device_bit_for_bit) {
   }
   for (const auto& n : r.no_model) std::printf("no measured model: %s\n", n.c_str());
   for (const auto& n : r.skipped) std::printf("skipped: %s\n", n.c_str());
-  // f16, bf16 and tf32 are determined on every device the probe runs (sm_80+): their models
-  // exist, for mma.sync, and for wgmma too on sm_90.
-  std::size_t measured = 0;
-  for (const auto& a : r.agreement) measured += a.model == "measured" && a.path.find("e4m3") == std::string::npos &&
-                                                a.path.find("e5m2") == std::string::npos;
-  const bool sm90 = r.source.find("(sm_90)") != std::string::npos;
-  EXPECT_EQ(measured, sm90 ? 6u : 3u);
+  // Every path except fp8 ones is determined on every device the probe runs (sm_80+): f16, bf16
+  // and tf32 with fp32 accumulators, f16 with fp16, s8 with s32; each has a measured model.
+  for (const auto& c : r.paths) {
+    if (c.path.input == formats::format_id::m_e4m3fn || c.path.input == formats::format_id::m_e5m2) continue;
+    const bool has = std::any_of(r.agreement.begin(), r.agreement.end(),
+                                 [&](const mma_agreement& a) { return a.path == c.path.name && a.model == "measured"; });
+    EXPECT_TRUE(has) << c.path.name << " has no measured model";
+  }
 }
 
 // The probes' operand placement, independently of any model: small integers whose products and
-// sums are exact in fp32 (|a|, |b| <= 8 for fp8, whose integers are exact up to 16; |sum| <=
-// 32 * 64 + 64 < 2^24), so every path must return the exact dot product. A kernel that put A's
-// k and B's k in different places, or read a row of the wrong vector, pairs the wrong values and
-// misses. 512 vectors per path, distinct random values, C included.
+// sums are exact in the accumulator (fp32: |a|, |b| <= 8, |sum| <= 32 * 64 + 64 < 2^24; fp16:
+// |a|, |b| <= 4, |sum| <= 32 * 16 + 32 < 2^11; s32: the full s8 range, |sum| <= 32 * 2^14 + 2^20),
+// so every path must return the exact dot product. A kernel that put A's k and B's k in
+// different places, or read a row of the wrong vector, pairs the wrong values and misses. 512
+// vectors per path, distinct random values, C included.
 TEST(gpu_mma, every_path_computes_exact_integer_dot_products) {
   if (!gpu::testing::have_device()) GTEST_SKIP() << "no CUDA device";
   const providers::mma_device_info dev = providers::mma_device(0);
   std::mt19937 rng(31);
-  std::uniform_int_distribution<int> small(-8, 8);
-  int paths_run = 0;
+  int paths_run = 0, paths_supported = 0;
   for (const auto& path : mma_device_paths()) {
-    if (!providers::mma_device_unsupported(path.family, path.input, path.k, dev.arch).empty()) continue;
+    if (!providers::mma_device_unsupported(path.instruction(), dev.arch).empty()) continue;
+    ++paths_supported;
+    const bool f16 = path.accumulator == providers::mma_accumulator::m_f16;
+    const int lim = path.integer() ? 128 : f16 ? 4 : 8;
+    std::uniform_int_distribution<int> small(-lim, path.integer() ? 127 : lim);
+    std::uniform_int_distribution<int> c_draw(path.integer() ? -(1 << 20) : -lim, path.integer() ? 1 << 20 : lim);
     constexpr int count = 512;
     std::vector<double> a, b, c, want;
     for (int v = 0; v < count; ++v) {
@@ -74,10 +81,10 @@ TEST(gpu_mma, every_path_computes_exact_integer_dot_products) {
         b.push_back(small(rng));
         sum += a.back() * b.back();
       }
-      c.push_back(small(rng) * 8.0);
+      c.push_back(c_draw(rng) * (path.integer() ? 1.0 : 8.0));
       want.push_back(sum + c.back());
     }
-    const std::vector<double> got = providers::run_mma_on_device(0, path.family, path.input, path.k, a, b, c);
+    const std::vector<double> got = providers::run_mma_on_device(0, path.instruction(), a, b, c);
     ASSERT_EQ(got.size(), want.size()) << path.name;
     int equal = 0;
     for (int v = 0; v < count; ++v) equal += got[v] == want[v];
@@ -85,7 +92,9 @@ TEST(gpu_mma, every_path_computes_exact_integer_dot_products) {
     EXPECT_EQ(equal, count) << path.name;
     ++paths_run;
   }
-  EXPECT_EQ(paths_run, dev.arch == 90 ? 10 : dev.arch >= 89 ? 5 : 3);
+  // sm_90: all 20 paths (wgmma included); sm_89: the 10 mma.sync ones; sm_80: 6 (no fp8).
+  EXPECT_EQ(paths_run, paths_supported);
+  EXPECT_EQ(paths_run, dev.arch == 90 ? 20 : dev.arch >= 89 ? 10 : 6);
 }
 
 }  // namespace

@@ -246,5 +246,56 @@ TEST(mma_model, refuses_values_outside_the_format) {
   EXPECT_THROW((void)mma_dot(m, std::vector<double>(16, 0.0), std::vector<double>(16, 0.0), 0.0), error);
 }
 
+// Integer models (PTX .s32.s8.s8): exact products and sums; the s32 wraps modulo 2^32, or with
+// .satfinite is clamped once. Values by hand: 127 * 127 = 16129, M = 2^31 - 1 = 2147483647.
+TEST(mma_model, integer_sums_are_exact) {
+  for (const char* name : {"h200-mma-s8", "h200-mma-s8-satfinite", "h200-wgmma-s8", "h200-wgmma-s8-satfinite"}) {
+    const auto& m = model(name);
+    EXPECT_TRUE(m.integer()) << name;
+    // 32 * 16129 + 5 = 516133; 32 * (-128 * 127) - 7 = -520199.
+    EXPECT_EQ(run(m, dot(32).fill(0, 32, 127, 127), 5.0), 516133.0) << name;
+    EXPECT_EQ(run(m, dot(32).fill(0, 32, -128, 127), -7.0), -520199.0) << name;
+  }
+}
+
+TEST(mma_model, integer_overflow_wraps_or_clamps_once) {
+  const auto& wrap = model("h200-mma-s8");
+  const auto& sat = model("h200-mma-s8-satfinite");
+  const double top = 2147483647.0, bottom = -2147483648.0;
+  EXPECT_EQ(run(wrap, dot(32).set(0, 1, 1), top), bottom);  // M + 1 wraps to -2^31
+  EXPECT_EQ(run(sat, dot(32).set(0, 1, 1), top), top);
+  EXPECT_EQ(run(wrap, dot(32).set(0, -1, 1), bottom), top);  // -2^31 - 1 wraps to M
+  EXPECT_EQ(run(sat, dot(32).set(0, -1, 1), bottom), bottom);
+  // M - 100 + 16129 - 16129: clamped once at the end gives M - 100 (not M - 16129); wrapped too.
+  EXPECT_EQ(run(sat, dot(32).set(0, 127, 127).set(16, -127, 127), top - 100), top - 100);
+  EXPECT_EQ(run(wrap, dot(32).set(0, 127, 127).set(16, -127, 127), top - 100), top - 100);
+  // 32 * 16384 + (M - 100) = M + 524188: wraps to -2^31 + 524187; clamps to M.
+  EXPECT_EQ(run(wrap, dot(32).fill(0, 32, -128, -128), top - 100), bottom + 524187.0);
+  EXPECT_EQ(run(sat, dot(32).fill(0, 32, -128, -128), top - 100), top);
+}
+
+TEST(mma_model, integer_inputs_outside_s8_and_s32_are_refused) {
+  const auto& m = model("h200-mma-s8");
+  for (double bad : {128.0, -129.0, 0.5, std::numeric_limits<double>::quiet_NaN()})
+    EXPECT_THROW((void)run(m, dot(32).set(0, bad, 1)), error) << bad;
+  EXPECT_THROW((void)run(m, dot(32).set(0, 1, 1), 2147483648.0), error);
+  EXPECT_THROW((void)run(m, dot(32).set(0, 1, 1), 0.25), error);
+}
+
+// An fp16 accumulator: the fused sum (F = 25, truncated) rounded to fp16 to nearest even.
+// 1 + 2^-11 + 2^-12 (three exact products, kept by 25 bits) is 0.75 of fp16's unit 2^-10
+// above 1: nearest gives 1 + 2^-10 (fp32's P=23 would keep it exactly).
+TEST(mma_model, fp16_accumulator_rounds_to_nearest_even) {
+  const auto& m = model("h200-mma-f16-f16acc");
+  EXPECT_EQ(m.output, format_id::m_f16);
+  EXPECT_EQ(run(m, dot(16).set(0, 1, 1).set(1, p2(-11), 1).set(2, p2(-12), 1)), 1 + p2(-10));
+  // Exactly half a unit: ties to even keep 1.
+  EXPECT_EQ(run(m, dot(16).set(0, 1, 1).set(1, p2(-11), 1)), 1.0);
+  // 65504 + 16: past fp16's max by half its unit 32 at 2^15: nearest even overflows to +Inf.
+  EXPECT_EQ(run(m, dot(16).set(0, 65504, 1).set(1, 16, 1)), std::numeric_limits<double>::infinity());
+  // C must be an fp16 value: 1 + 2^-12 is not.
+  EXPECT_THROW((void)run(m, dot(16), 1 + p2(-12)), error);
+}
+
 }  // namespace
 }  // namespace numprobe::emu

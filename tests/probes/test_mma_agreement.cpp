@@ -32,7 +32,7 @@ class agreement_model : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(agreement_model, measured_model_agrees_with_its_source_on_random_vectors) {
   const emu::mma_model& m = emu::find_mma_model(GetParam());
-  const mma_path path{m.name, m.input, m.k};
+  const mma_path path = mma_model_path(m);
   const auto catalogue = mma_catalogue(path);
   const auto c = mma_classify(path, catalogue, outputs_of(m, catalogue));
   std::string why;
@@ -48,7 +48,7 @@ TEST_P(agreement_model, measured_model_agrees_with_its_source_on_random_vectors)
 // Every one-parameter change of the model changes some output of the random vectors.
 TEST_P(agreement_model, random_vectors_tell_apart_every_one_parameter_change) {
   const emu::mma_model& m = emu::find_mma_model(GetParam());
-  const mma_path path{m.name, m.input, m.k};
+  const mma_path path = mma_model_path(m);
   const auto vs = mma_random_vectors(path, 2000, 11);
   const auto truth = outputs_of(m, vs);
   std::vector<std::pair<std::string, emu::mma_model>> changes;
@@ -60,7 +60,10 @@ TEST_P(agreement_model, random_vectors_tell_apart_every_one_parameter_change) {
   change("F - 1", [](emu::mma_model& x) { --x.internal_fraction_bits; });
   change("F + 1", [](emu::mma_model& x) { ++x.internal_fraction_bits; });
   change("alignment nearest", [](emu::mma_model& x) { x.internal_rounding = emu::mma_rounding::m_nearest_even; });
-  change("output nearest", [](emu::mma_model& x) { x.output_rounding = emu::mma_rounding::m_nearest_even; });
+  change("output rounding nearest <-> toward zero", [](emu::mma_model& x) {
+    x.output_rounding = x.output_rounding == emu::mma_rounding::m_nearest_even ? emu::mma_rounding::m_toward_zero
+                                                                              : emu::mma_rounding::m_nearest_even;
+  });
   change("C after the group", [](emu::mma_model& x) { x.c_in_group = !x.c_in_group; });
   change("products rounded", [](emu::mma_model& x) { x.products_exact = false; });
   change("subnormal inputs flushed", [](emu::mma_model& x) { x.flush_subnormal_inputs = true; });
@@ -75,7 +78,7 @@ TEST_P(agreement_model, random_vectors_tell_apart_every_one_parameter_change) {
 std::vector<std::string> names() {
   std::vector<std::string> out;
   for (const auto& m : emu::mma_models())
-    if (m.k_order.empty()) out.push_back(m.name);  // the catalogue assumes k order (test_mma_classify)
+    if (m.k_order.empty() && !m.integer()) out.push_back(m.name);  // the catalogue assumes k order (test_mma_classify)
   return out;
 }
 
@@ -85,6 +88,30 @@ INSTANTIATE_TEST_SUITE_P(named, agreement_model, ::testing::ValuesIn(names()),
                            for (auto& ch : n) if (ch == '-') ch = '_';
                            return n;
                          });
+
+// Integer models: the measured model agrees with its source on the integer families, and the
+// random vectors tell wrapping from clamping (the extreme and cancel families cross the ends).
+TEST(mma_agreement, integer_models_agree_and_are_told_apart) {
+  for (const auto& m : emu::mma_models()) {
+    if (!m.integer()) continue;
+    SCOPED_TRACE(m.name);
+    const mma_path path = mma_model_path(m);
+    const auto c = mma_classify(path, mma_catalogue(path), outputs_of(m, mma_catalogue(path)));
+    std::string why;
+    const auto measured = model_from_findings(path, c.findings, why);
+    ASSERT_TRUE(measured) << why;
+    const auto vs = mma_random_vectors(path, 2000, 5);
+    for (const auto& v : vs) EXPECT_TRUE(mma_accumulator_holds(path, v.c)) << v.id;
+    const auto truth = outputs_of(m, vs);
+    const auto a = compare_with_model(path, vs, truth, *measured, "measured");
+    EXPECT_EQ(a.equal, a.vectors);
+    ASSERT_EQ(a.families.size(), 4u);
+    emu::mma_model flipped = m;
+    flipped.integer_saturate = !m.integer_saturate;
+    const auto b = compare_with_model(path, vs, truth, flipped, "flipped");
+    EXPECT_LT(b.equal, b.vectors);
+  }
+}
 
 // x truncated to a multiple of 2^q (toward zero).
 double trunc_to(double x, int q) { return std::ldexp(std::trunc(std::ldexp(x, -q)), q); }

@@ -3,12 +3,14 @@
 // closed forms of its own, so this is a test of both pieces against each other: a wrong
 // model or a wrong prediction shows as a parameter not recovered. Exact comparisons: every
 // parameter is an integer or a named mode.
+#include <algorithm>
 #include <cmath>
 #include <gtest/gtest.h>
 #include <limits>
 #include <string>
 
 #include "numprobe/base/error.hpp"
+#include "probes/mma/mma_agreement.hpp"
 #include "probes/mma/mma_catalogue.hpp"
 #include "probes/mma/mma_classify.hpp"
 #include "src/kernels/emu/mma_model.hpp"
@@ -17,7 +19,7 @@ namespace numprobe::probes {
 namespace {
 
 mma_characterisation characterise(const emu::mma_model& m) {
-  const mma_path path{m.name, m.input, m.k};
+  const mma_path path = mma_model_path(m);
   const auto vectors = mma_catalogue(path);
   std::vector<double> measured;
   for (const auto& v : vectors) measured.push_back(emu::mma_dot(m, v.a, v.b, v.c));
@@ -57,7 +59,7 @@ std::vector<std::string> model_names() {
   // Models with a k order other than k's (Hopper's fp8 mma.sync) are outside what the catalogue
   // decides: named_order_model below checks what it reports for them.
   for (const auto& m : emu::mma_models())
-    if (m.k_order.empty()) out.push_back(m.name);
+    if (m.k_order.empty() && !m.integer()) out.push_back(m.name);
   return out;
 }
 
@@ -167,7 +169,44 @@ TEST(mma_classify, catalogue_values_belong_to_the_format) {
         EXPECT_TRUE(emu::mma_representable(path.input, v.a[i])) << v.id << " a" << i;
         EXPECT_TRUE(emu::mma_representable(path.input, v.b[i])) << v.id << " b" << i;
       }
+      EXPECT_TRUE(mma_accumulator_holds(path, v.c)) << path.name << " " << v.id << " c";
     }
+}
+
+// Integer paths: the named models' overflow behaviour comes back, and a "device" that clamps
+// after every product (outputs computed here from that definition, C first, k order) is told
+// apart and gets no model (none describes it).
+TEST(mma_classify, integer_models_are_recovered) {
+  for (const auto& m : emu::mma_models()) {
+    if (!m.integer()) continue;
+    const auto c = characterise(m);
+    SCOPED_TRACE(m.name);
+    EXPECT_EQ(c.findings.products_exact, true);
+    EXPECT_EQ(c.findings.integer_overflow, m.integer_saturate ? k_clamped_once : k_wraps);
+    std::string why;
+    const auto back = model_from_findings(c.path, c.findings, why);
+    ASSERT_TRUE(back) << why;
+    EXPECT_EQ(back->integer_saturate, m.integer_saturate);
+  }
+}
+
+TEST(mma_classify, integer_clamping_along_the_way_has_no_model) {
+  const mma_path path = mma_model_path(emu::find_mma_model("h200-mma-s8-satfinite"));
+  const auto vectors = mma_catalogue(path);
+  std::vector<double> measured;
+  for (const auto& v : vectors) {
+    long long r = static_cast<long long>(v.c);
+    for (int i = 0; i < path.k; ++i) {
+      r += static_cast<long long>(v.a[i]) * static_cast<long long>(v.b[i]);
+      r = std::min(std::max(r, -2147483648LL), 2147483647LL);
+    }
+    measured.push_back(static_cast<double>(r));
+  }
+  const auto c = mma_classify(path, vectors, measured);
+  EXPECT_EQ(c.findings.integer_overflow, "clamped after each product (C first, k order)");
+  std::string why;
+  EXPECT_FALSE(model_from_findings(path, c.findings, why));
+  EXPECT_NE(why.find("along the way"), std::string::npos) << why;
 }
 
 }  // namespace

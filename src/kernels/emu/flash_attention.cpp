@@ -194,6 +194,9 @@ class flash_runner {
     if (mm == nullptr) return;
     const std::string place = "--acc-model";
     const std::string_view in = formats::name(mm->input);
+    if (mm->integer())
+      throw_input_error(place, fmt::format("{} is an integer (s8) MMA; attention's P.V runs on fp8 or 16-bit operands",
+                                           mm->name));
     if (mm->output != format_id::m_f32)
       throw_input_error(place, fmt::format("{} accumulates in {}; the attention emulator models fp32 accumulators",
                                            mm->name, formats::name(mm->output)));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fmt/format.h>
 #include <limits>
 #include <optional>
@@ -149,6 +150,7 @@ mma_format_bits mma_bits(format_id f) {
 }
 
 bool mma_representable(format_id f, double x) {
+  if (f == format_id::m_i8) return x == std::trunc(x) && x >= -128.0 && x <= 127.0;  // NaN fails both
   const mma_format_bits bits = mma_bits(f);
   if (std::isnan(x)) return true;  // every MMA input format has a NaN encoding
   if (std::isinf(x)) return bits.has_inf;
@@ -159,11 +161,38 @@ bool mma_representable(format_id f, double x) {
   return m == std::trunc(m);  // a subnormal below the format's grid gives a non-integral m
 }
 
+bool mma_accumulator_value(const mma_model& model, double x) {
+  if (model.integer()) return x == std::trunc(x) && x >= -0x1p31 && x <= 0x1p31 - 1;
+  return mma_representable(model.output, x);
+}
+
+namespace {
+
+// The integer path: exact products and sum (|sum| < 2^31 + k * 2^14), then wrapped to s32 or
+// clamped (.satfinite).
+double integer_dot(const mma_model& model, std::span<const double> a, std::span<const double> b, double c,
+                   const std::string& place) {
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    check_value(model.input, a[i], place, "a");
+    check_value(model.input, b[i], place, "b");
+    sum += static_cast<std::int64_t>(a[i]) * static_cast<std::int64_t>(b[i]);
+  }
+  if (!mma_accumulator_value(model, c)) throw_input_error(place, fmt::format("c {:.17g} is not an s32 value", c));
+  sum += static_cast<std::int64_t>(c);
+  if (model.integer_saturate)
+    return static_cast<double>(std::clamp<std::int64_t>(sum, INT32_MIN, INT32_MAX));
+  return static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(sum)));  // modulo 2^32
+}
+
+}  // namespace
+
 double mma_dot(const mma_model& model, std::span<const double> a, std::span<const double> b, double c,
                const std::string& place) {
   if (a.size() != b.size() || static_cast<int>(a.size()) != model.k)
     throw_input_error(place, fmt::format("{} expects k = {} products, got {} and {}", model.name, model.k,
                                          a.size(), b.size()));
+  if (model.integer()) return integer_dot(model, a, b, c, place);
   if (model.k_group < 1 || model.k % model.k_group != 0)
     throw_input_error(place, fmt::format("{}: k_group {} does not divide k {}", model.name, model.k_group, model.k));
   if (!model.k_order.empty()) {

@@ -21,6 +21,9 @@
 //       output_rounding, fp32 (or fp16) subnormals kept unless flushed.
 //   NaN or Inf anywhere (inputs, or the exact sum of products) gives the IEEE result of the
 //   exact sum: +-Inf, or NaN (canonical: 0x7fffffff for fp32 output).
+// Integer models (input i8, an s32 accumulator: PTX's .s32.s8.s8 paths) have no rounding: the
+// products and their sum with C are exact, and the s32 result wraps modulo 2^32, or with
+// .satfinite is clamped once to [-2^31, 2^31 - 1] (PTX ISA, "Integer Arithmetic": mma and wgmma).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -64,6 +67,10 @@ struct mma_model {
   // with truncation, then C added with round to nearest (docs/hardware.md).
   bool c_added_last = false;
   mma_rounding c_last_rounding = mma_rounding::m_nearest_even;
+  // Integer paths (input i8): the s32 result clamped (.satfinite) instead of wrapped.
+  bool integer_saturate = false;
+
+  [[nodiscard]] bool integer() const { return input == formats::format_id::m_i8; }
 };
 
 // The order of Hopper's fp8 mma.sync (m16n8k32): two groups of 16, the first taking the products
@@ -78,7 +85,7 @@ struct mma_model {
                              const std::string& place = "mma_dot");
 
 // True when x is a value of format f (f32, tf32, bf16, f16, e4m3fn, e5m2; NaN/Inf where the
-// format has them).
+// format has them; i8: an integer in [-128, 127]).
 [[nodiscard]] bool mma_representable(formats::format_id f, double x);
 
 // Significand bits below the leading bit, and the minimum normal exponent, of the formats
@@ -91,6 +98,10 @@ struct mma_format_bits {
   bool has_inf;
 };
 [[nodiscard]] mma_format_bits mma_bits(formats::format_id f);
+
+// True when x is a value the model's accumulator holds: an fp32 or fp16 value (output), or an
+// s32 integer (integer models).
+[[nodiscard]] bool mma_accumulator_value(const mma_model& model, double x);
 
 // The registry of named models (mma_model_table.cpp).
 [[nodiscard]] std::span<const mma_model> mma_models();

@@ -9,6 +9,10 @@
 //   - Ampere mma.sync: 24 bits, m16n8k16 f16/bf16 and m16n8k8 tf32 split into two groups of
 //     K/2, the first group's fp32 result entering the second as C.
 //   - Ada mma.sync fp8 (m16n8k32): 13 bits, e8m13 output, two groups of 16.
+//   - An fp16 accumulator (.f16 D and C): the same fused sum, its result rounded to fp16 with
+//     round to nearest even (MMA-Sim's nv_fused_dot_add, output_type "f16"): the *-f16acc entries.
+//   - Integer (.s32.s8.s8): exact, the s32 result wrapping, or clamped with .satfinite (PTX ISA
+//     semantics; MMA-Sim has no integer model): the *-s8 entries.
 // docs/hardware.md says how to replace these with measured numbers.
 #include <string>
 #include <vector>
@@ -39,6 +43,21 @@ mma_model make(std::string name, std::string instruction, std::string source, fo
   return m;
 }
 
+// The fp16-accumulator variant: C and D fp16, the fused sum rounded to 10 bits to nearest even.
+mma_model f16_accumulator(mma_model m) {
+  m.output = format_id::m_f16;
+  m.output_fraction_bits = 10;
+  m.output_rounding = mma_rounding::m_nearest_even;
+  return m;
+}
+
+// An s8 x s8 + s32 instruction: exact, wrapping or (satfinite) clamping.
+mma_model integer(std::string name, std::string instruction, std::string source, int k, bool saturate) {
+  mma_model m = make(std::move(name), std::move(instruction), std::move(source), format_id::m_i8, k, k, 0, 0);
+  m.integer_saturate = saturate;
+  return m;
+}
+
 mma_model interleaved(mma_model m) {
   m.k_order = mma_pairs_interleaved_order(m.k);
   m.c_added_last = true;
@@ -49,6 +68,7 @@ mma_model interleaved(mma_model m) {
 const std::vector<mma_model>& table() {
   static const std::string k_mmasim = "MMA-Sim (arXiv 2511.10909), not yet measured by numprobe";
   static const std::string k_measured = "numprobe mma on an NVIDIA H200 (sm_90), 2026-12-06";
+  static const std::string k_ptx = "PTX ISA integer mma/wgmma semantics, not yet measured by numprobe";
   static const std::vector<mma_model> models = {
       make("h200-wgmma-e4m3", "wgmma.m64nNk32.f32.e4m3.e4m3", k_mmasim, format_id::m_e4m3fn, 32, 32, 13, 13),
       make("h200-wgmma-e5m2", "wgmma.m64nNk32.f32.e5m2.e5m2", k_mmasim, format_id::m_e5m2, 32, 32, 13, 13),
@@ -69,6 +89,20 @@ const std::vector<mma_model>& table() {
                        16, 25, 23)),
       interleaved(make("h200-mma-e5m2", "mma.sync.m16n8k32.f32.e5m2.e5m2.f32", k_measured, format_id::m_e5m2, 32,
                        16, 25, 23)),
+      // fp16 accumulators (MMA-Sim's Hopper fused sum, fp16 output rounded to nearest even).
+      f16_accumulator(make("h200-mma-f16-f16acc", "mma.sync.m16n8k16.f16.f16.f16.f16", k_mmasim, format_id::m_f16,
+                           16, 16, 25, 10)),
+      f16_accumulator(make("h200-wgmma-f16-f16acc", "wgmma.m64nNk16.f16.f16.f16", k_mmasim, format_id::m_f16, 16,
+                           16, 25, 10)),
+      f16_accumulator(make("h200-wgmma-e4m3-f16acc", "wgmma.m64nNk32.f16.e4m3.e4m3", k_mmasim, format_id::m_e4m3fn,
+                           32, 32, 13, 10)),
+      f16_accumulator(make("h200-wgmma-e5m2-f16acc", "wgmma.m64nNk32.f16.e5m2.e5m2", k_mmasim, format_id::m_e5m2,
+                           32, 32, 13, 10)),
+      // Integer: exact, s32 wrapping or clamped.
+      integer("h200-mma-s8", "mma.sync.m16n8k32.s32.s8.s8.s32", k_ptx, 32, false),
+      integer("h200-mma-s8-satfinite", "mma.sync.m16n8k32.satfinite.s32.s8.s8.s32", k_ptx, 32, true),
+      integer("h200-wgmma-s8", "wgmma.m64nNk32.s32.s8.s8", k_ptx, 32, false),
+      integer("h200-wgmma-s8-satfinite", "wgmma.m64nNk32.satfinite.s32.s8.s8", k_ptx, 32, true),
   };
   return models;
 }

@@ -44,17 +44,49 @@ __device__ __forceinline__ std::uint32_t pack_fp8(const float* x) {
   return r;
 }
 
-// One mma.sync with 4 A, 2 B and 4 C/D registers (every shape the probe runs). A macro because
-// the instruction's name is part of the asm string literal.
-#define NUMPROBE_MMA_SYNC(SHAPE_TYPES, D, A, B, C)                                                      \
+__device__ __forceinline__ std::uint32_t pack_s8(const float* x) {
+  std::uint32_t r = 0;
+  for (int i = 0; i < 4; ++i)
+    r |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(static_cast<std::int8_t>(x[i]))) << (8 * i);
+  return r;
+}
+
+// fp8 mma.sync with an fp16 accumulator is PTX ISA 8.4 (CUDA 12.4).
+#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
+#define NUMPROBE_HAVE_FP8_F16ACC 1
+#else
+#define NUMPROBE_HAVE_FP8_F16ACC 0
+#endif
+
+// One mma.sync with 4 A and 2 B registers: fp32 C/D (4 .f32), fp16 C/D (2 .f16x2) or s32 C/D
+// (4 .s32). Macros because the instruction's name is part of the asm string literal.
+#define NUMPROBE_MMA_SYNC_F32(SHAPE_TYPES, D, A, B, C)                                                      \
   asm volatile("mma.sync.aligned." SHAPE_TYPES " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
                : "=f"(D[0]), "=f"(D[1]), "=f"(D[2]), "=f"(D[3])                                         \
                : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]), "f"(C[0]), "f"(C[1]),  \
                  "f"(C[2]), "f"(C[3]))
+#define NUMPROBE_MMA_SYNC_F16(SHAPE_TYPES, D, A, B, C)                                           \
+  asm volatile("mma.sync.aligned." SHAPE_TYPES " {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%8,%9};\n"      \
+               : "=r"(D[0]), "=r"(D[1])                                                          \
+               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]), "r"(C[0]), "r"(C[1]))
+#define NUMPROBE_MMA_SYNC_S32(SHAPE_TYPES, D, A, B, C)                                                      \
+  asm volatile("mma.sync.aligned." SHAPE_TYPES " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
+               : "=r"(D[0]), "=r"(D[1]), "=r"(D[2]), "=r"(D[3])                                         \
+               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]), "r"(C[0]), "r"(C[1]),  \
+                 "r"(C[2]), "r"(C[3]))
+
+__device__ __forceinline__ std::uint32_t half_bits_as_float_bits(std::uint32_t h) {
+  __half x;
+  const auto b = static_cast<unsigned short>(h & 0xFFFFu);
+  std::memcpy(&x, &b, 2);
+  return __float_as_uint(__half2float(x));  // exact: every fp16 value is an fp32 value
+}
 
 template <mma_probe_op OP>
-__global__ void mma_probe_kernel(const float* a, const float* b, const float* c, float* d, int k,
+__global__ void mma_probe_kernel(const float* a, const float* b, const std::uint32_t* c, std::uint32_t* d, int k,
                                  unsigned* mismatches) {
+  constexpr in_kind IN = input_of(OP);
+  constexpr mma_probe_acc ACC = acc_of(OP);
   const int v = blockIdx.x;
   const int lane = threadIdx.x;
   const int t = lane & 3;         // threadID_in_group
@@ -62,65 +94,108 @@ __global__ void mma_probe_kernel(const float* a, const float* b, const float* c,
   const float* bv = b + static_cast<long>(v) * k;
   std::uint32_t ra[4] = {0, 0, 0, 0};
   std::uint32_t rb[2] = {0, 0};
-  const float cv = c[v];
-  float rc[4] = {cv, cv, cv, cv};
-  float rd[4] = {0.f, 0.f, 0.f, 0.f};
-  if constexpr (OP == mma_probe_op::m_f16_k16 || OP == mma_probe_op::m_bf16_k16) {
+  if constexpr (IN == in_kind::f16 || IN == in_kind::bf16) {
     // A: reg0 = (row g, cols 2t, 2t+1), reg1 = (row g+8, same cols), reg2 = (row g, cols 2t+8,
     // 2t+9), reg3 = (row g+8, same); B: reg0 = rows 2t, 2t+1 of column g, reg1 = rows 2t+8, 2t+9.
-    {
-      auto pack = OP == mma_probe_op::m_f16_k16 ? pack_f16 : pack_bf16;
-      ra[0] = ra[1] = pack(av[2 * t], av[2 * t + 1]);
-      ra[2] = ra[3] = pack(av[2 * t + 8], av[2 * t + 9]);
-      rb[0] = pack(bv[2 * t], bv[2 * t + 1]);
-      rb[1] = pack(bv[2 * t + 8], bv[2 * t + 9]);
-    }
-    if constexpr (OP == mma_probe_op::m_f16_k16)
-      NUMPROBE_MMA_SYNC("m16n8k16.row.col.f32.f16.f16.f32", rd, ra, rb, rc);
-    else
-      NUMPROBE_MMA_SYNC("m16n8k16.row.col.f32.bf16.bf16.f32", rd, ra, rb, rc);
-  } else if constexpr (OP == mma_probe_op::m_tf32_k8) {
+    auto pack = IN == in_kind::f16 ? pack_f16 : pack_bf16;
+    ra[0] = ra[1] = pack(av[2 * t], av[2 * t + 1]);
+    ra[2] = ra[3] = pack(av[2 * t + 8], av[2 * t + 9]);
+    rb[0] = pack(bv[2 * t], bv[2 * t + 1]);
+    rb[1] = pack(bv[2 * t + 8], bv[2 * t + 9]);
+  } else if constexpr (IN == in_kind::tf32) {
     // A: reg0 = (row g, col t), reg1 = (row g+8, col t), reg2 = (row g, col t+4), reg3 = (row
     // g+8, col t+4); B: reg0 = row t, reg1 = row t+4. The fp32 bits are passed as they are: the
     // values are tf32 values (low 13 bits zero).
-    {
-      ra[0] = ra[1] = __float_as_uint(av[t]);
-      ra[2] = ra[3] = __float_as_uint(av[t + 4]);
-      rb[0] = __float_as_uint(bv[t]);
-      rb[1] = __float_as_uint(bv[t + 4]);
-    }
-    NUMPROBE_MMA_SYNC("m16n8k8.row.col.f32.tf32.tf32.f32", rd, ra, rb, rc);
+    ra[0] = ra[1] = __float_as_uint(av[t]);
+    ra[2] = ra[3] = __float_as_uint(av[t + 4]);
+    rb[0] = __float_as_uint(bv[t]);
+    rb[1] = __float_as_uint(bv[t + 4]);
   } else {
+    // 8-bit elements, m16n8k32 (fp8 and s8 alike): A: reg0 = (row g, cols 4t..4t+3), reg1 =
+    // (row g+8, same), reg2 = (row g, cols 16+4t..), reg3 = (row g+8, same); B: reg0 = rows
+    // 4t..4t+3 of column g, reg1 = rows 16+4t...
+    if constexpr (IN == in_kind::s8) {
+      ra[0] = ra[1] = pack_s8(av + 4 * t);
+      ra[2] = ra[3] = pack_s8(av + 16 + 4 * t);
+      rb[0] = pack_s8(bv + 4 * t);
+      rb[1] = pack_s8(bv + 16 + 4 * t);
+    } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    // A: reg0 = (row g, cols 4t..4t+3), reg1 = (row g+8, same), reg2 = (row g, cols 16+4t..),
-    // reg3 = (row g+8, same); B: reg0 = rows 4t..4t+3 of column g, reg1 = rows 16+4t...
-    constexpr auto kind = OP == mma_probe_op::m_e4m3_k32 ? __NV_E4M3 : __NV_E5M2;
-    {
+      constexpr auto kind = IN == in_kind::e4m3 ? __NV_E4M3 : __NV_E5M2;
       ra[0] = ra[1] = pack_fp8<kind>(av + 4 * t);
       ra[2] = ra[3] = pack_fp8<kind>(av + 16 + 4 * t);
       rb[0] = pack_fp8<kind>(bv + 4 * t);
       rb[1] = pack_fp8<kind>(bv + 16 + 4 * t);
-    }
-    if constexpr (OP == mma_probe_op::m_e4m3_k32)
-      NUMPROBE_MMA_SYNC("m16n8k32.row.col.f32.e4m3.e4m3.f32", rd, ra, rb, rc);
-    else
-      NUMPROBE_MMA_SYNC("m16n8k32.row.col.f32.e5m2.e5m2.f32", rd, ra, rb, rc);
-#else
-    // The host refuses fp8 below sm_89 (mma_probe_unsupported); reaching here is a bug.
-    __trap();
 #endif
+    }
   }
-  // Every D element is the same dot product: compare with lane 0's first (bits, or both NaN).
-  const float ref = __shfl_sync(0xffffffffu, rd[0], 0);
+  // The four D elements this lane holds, as accumulator words (fp32 bits, or s32).
+  std::uint32_t out[4] = {0, 0, 0, 0};
+  const std::uint32_t cw = c[v];
+  if constexpr (ACC == mma_probe_acc::m_f32) {
+    const float cv = __uint_as_float(cw);
+    float rc[4] = {cv, cv, cv, cv};
+    float rd[4] = {0.f, 0.f, 0.f, 0.f};
+    if constexpr (OP == mma_probe_op::m_f16_k16)
+      NUMPROBE_MMA_SYNC_F32("m16n8k16.row.col.f32.f16.f16.f32", rd, ra, rb, rc);
+    else if constexpr (OP == mma_probe_op::m_bf16_k16)
+      NUMPROBE_MMA_SYNC_F32("m16n8k16.row.col.f32.bf16.bf16.f32", rd, ra, rb, rc);
+    else if constexpr (OP == mma_probe_op::m_tf32_k8)
+      NUMPROBE_MMA_SYNC_F32("m16n8k8.row.col.f32.tf32.tf32.f32", rd, ra, rb, rc);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    else if constexpr (OP == mma_probe_op::m_e4m3_k32)
+      NUMPROBE_MMA_SYNC_F32("m16n8k32.row.col.f32.e4m3.e4m3.f32", rd, ra, rb, rc);
+    else if constexpr (OP == mma_probe_op::m_e5m2_k32)
+      NUMPROBE_MMA_SYNC_F32("m16n8k32.row.col.f32.e5m2.e5m2.f32", rd, ra, rb, rc);
+#else
+    else
+      __trap();  // the host refuses fp8 below sm_89 (mma_probe_unsupported); reaching here is a bug
+#endif
+    for (int i = 0; i < 4; ++i) out[i] = __float_as_uint(rd[i]);
+  } else if constexpr (ACC == mma_probe_acc::m_f16) {
+    // C/D: reg0 = (row g, cols 2t, 2t+1), reg1 = (row g+8, same), each an f16x2.
+    const float cv = __uint_as_float(cw);
+    const std::uint32_t c2 = pack_f16(cv, cv);
+    std::uint32_t rc[2] = {c2, c2};
+    std::uint32_t rd[2] = {0, 0};
+    if constexpr (OP == mma_probe_op::m_f16_k16_f16acc)
+      NUMPROBE_MMA_SYNC_F16("m16n8k16.row.col.f16.f16.f16.f16", rd, ra, rb, rc);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && NUMPROBE_HAVE_FP8_F16ACC
+    else if constexpr (OP == mma_probe_op::m_e4m3_k32_f16acc)
+      NUMPROBE_MMA_SYNC_F16("m16n8k32.row.col.f16.e4m3.e4m3.f16", rd, ra, rb, rc);
+    else if constexpr (OP == mma_probe_op::m_e5m2_k32_f16acc)
+      NUMPROBE_MMA_SYNC_F16("m16n8k32.row.col.f16.e5m2.e5m2.f16", rd, ra, rb, rc);
+#else
+    else
+      __trap();
+#endif
+    for (int i = 0; i < 4; ++i) out[i] = half_bits_as_float_bits(rd[i / 2] >> (16 * (i % 2)));
+  } else {
+    std::uint32_t rc[4] = {cw, cw, cw, cw};
+    std::uint32_t rd[4] = {0, 0, 0, 0};
+    if constexpr (OP == mma_probe_op::m_s8_k32)
+      NUMPROBE_MMA_SYNC_S32("m16n8k32.row.col.s32.s8.s8.s32", rd, ra, rb, rc);
+    else
+      NUMPROBE_MMA_SYNC_S32("m16n8k32.row.col.satfinite.s32.s8.s8.s32", rd, ra, rb, rc);
+    for (int i = 0; i < 4; ++i) out[i] = rd[i];
+  }
+  // Every D element is the same dot product: compare with lane 0's first (bits; for floating
+  // accumulators any NaN equals any NaN).
+  const std::uint32_t ref = __shfl_sync(0xffffffffu, out[0], 0);
   for (int i = 0; i < 4; ++i) {
-    const bool same = __float_as_uint(rd[i]) == __float_as_uint(ref) || (isnan(rd[i]) && isnan(ref));
-    if (!same) atomicAdd(mismatches, 1u);
+    const bool nan_pair = ACC != mma_probe_acc::m_s32 && isnan(__uint_as_float(out[i])) && isnan(__uint_as_float(ref));
+    if (out[i] != ref && !nan_pair) atomicAdd(mismatches, 1u);
   }
-  if (lane == 0) d[v] = rd[0];
+  if (lane == 0) d[v] = out[0];
 }
 
+#undef NUMPROBE_MMA_SYNC_F32
+#undef NUMPROBE_MMA_SYNC_F16
+#undef NUMPROBE_MMA_SYNC_S32
+
 template <mma_probe_op OP>
-void launch(int count, const float* a, const float* b, const float* c, float* d, int k, unsigned* mismatches) {
+void launch(int count, const float* a, const float* b, const std::uint32_t* c, std::uint32_t* d, int k,
+            unsigned* mismatches) {
   mma_probe_kernel<OP><<<count, 32>>>(a, b, c, d, k, mismatches);
 }
 
@@ -133,14 +208,14 @@ int mma_probe_k(mma_probe_op op) {
     case mma_probe_op::m_f16_k16:
     case mma_probe_op::m_bf16_k16:
     case mma_probe_op::m_wgmma_f16_k16:
-    case mma_probe_op::m_wgmma_bf16_k16: return 16;
-    case mma_probe_op::m_e4m3_k32:
-    case mma_probe_op::m_e5m2_k32:
-    case mma_probe_op::m_wgmma_e4m3_k32:
-    case mma_probe_op::m_wgmma_e5m2_k32: return 32;
+    case mma_probe_op::m_wgmma_bf16_k16:
+    case mma_probe_op::m_f16_k16_f16acc:
+    case mma_probe_op::m_wgmma_f16_k16_f16acc: return 16;
+    default: return 32;  // fp8 and s8
   }
-  return 0;
 }
+
+mma_probe_acc mma_probe_accumulator(mma_probe_op op) { return acc_of(op); }
 
 namespace {
 
@@ -150,7 +225,12 @@ bool is_wgmma(mma_probe_op op) {
     case mma_probe_op::m_wgmma_bf16_k16:
     case mma_probe_op::m_wgmma_tf32_k8:
     case mma_probe_op::m_wgmma_e4m3_k32:
-    case mma_probe_op::m_wgmma_e5m2_k32: return true;
+    case mma_probe_op::m_wgmma_e5m2_k32:
+    case mma_probe_op::m_wgmma_f16_k16_f16acc:
+    case mma_probe_op::m_wgmma_e4m3_k32_f16acc:
+    case mma_probe_op::m_wgmma_e5m2_k32_f16acc:
+    case mma_probe_op::m_wgmma_s8_k32:
+    case mma_probe_op::m_wgmma_s8_k32_sat: return true;
     default: return false;
   }
 }
@@ -167,7 +247,10 @@ std::string mma_probe_unsupported(mma_probe_op op, int arch) {
     return "this build has no sm_90a code (nvcc older than 12.0)";
 #endif
   }
-  const bool fp8 = op == mma_probe_op::m_e4m3_k32 || op == mma_probe_op::m_e5m2_k32;
+  const in_kind in = input_of(op);
+  const bool fp8 = in == in_kind::e4m3 || in == in_kind::e5m2;
+  if (fp8 && acc_of(op) == mma_probe_acc::m_f16 && !NUMPROBE_HAVE_FP8_F16ACC)
+    return "this build's nvcc is older than 12.4 (fp8 mma.sync with an fp16 accumulator is PTX ISA 8.4)";
   const int need = fp8 ? 89 : 80;
   return arch >= need ? "" : "needs sm_" + std::to_string(need) + " or newer";
 }
@@ -184,6 +267,16 @@ const char* mma_probe_instruction(mma_probe_op op) {
     case mma_probe_op::m_wgmma_tf32_k8: return "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32";
     case mma_probe_op::m_wgmma_e4m3_k32: return "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3";
     case mma_probe_op::m_wgmma_e5m2_k32: return "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2";
+    case mma_probe_op::m_f16_k16_f16acc: return "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16";
+    case mma_probe_op::m_e4m3_k32_f16acc: return "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16";
+    case mma_probe_op::m_e5m2_k32_f16acc: return "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e5m2.f16";
+    case mma_probe_op::m_wgmma_f16_k16_f16acc: return "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16";
+    case mma_probe_op::m_wgmma_e4m3_k32_f16acc: return "wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3";
+    case mma_probe_op::m_wgmma_e5m2_k32_f16acc: return "wgmma.mma_async.sync.aligned.m64n8k32.f16.e5m2.e5m2";
+    case mma_probe_op::m_s8_k32: return "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32";
+    case mma_probe_op::m_s8_k32_sat: return "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32";
+    case mma_probe_op::m_wgmma_s8_k32: return "wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8";
+    case mma_probe_op::m_wgmma_s8_k32_sat: return "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.s32.s8.s8";
   }
   return "?";
 }
@@ -199,19 +292,20 @@ mma_probe_device cuda_mma_probe_device(int ordinal) {
   return {ordinal, p.name, p.major * 10 + p.minor};
 }
 
-std::vector<float> cuda_mma_probe(int ordinal, mma_probe_op op, int count, const float* a, const float* b,
-                                  const float* c) {
+std::vector<std::uint32_t> cuda_mma_probe(int ordinal, mma_probe_op op, int count, const float* a, const float* b,
+                                          const std::uint32_t* c) {
   const mma_probe_device dev = cuda_mma_probe_device(ordinal);
   if (const std::string why = mma_probe_unsupported(op, dev.arch); !why.empty())
     throw_backend_error(mma_probe_instruction(op),
                         why + "; device " + std::to_string(ordinal) + " is sm_" + std::to_string(dev.arch));
-  std::vector<float> out(static_cast<std::size_t>(count));
+  std::vector<std::uint32_t> out(static_cast<std::size_t>(count));
   if (count == 0) return out;
   NUMPROBE_GPU_CHECK(SetDevice, ordinal);
   const int k = mma_probe_k(op);
   const std::size_t n_ab = static_cast<std::size_t>(count) * k * sizeof(float);
-  const std::size_t n_c = static_cast<std::size_t>(count) * sizeof(float);
-  float *da = nullptr, *db = nullptr, *dc = nullptr, *dd = nullptr;
+  const std::size_t n_c = static_cast<std::size_t>(count) * sizeof(std::uint32_t);
+  float *da = nullptr, *db = nullptr;
+  std::uint32_t *dc = nullptr, *dd = nullptr;
   unsigned* dm = nullptr;
   NUMPROBE_GPU_CHECK(Malloc, &da, n_ab);
   NUMPROBE_GPU_CHECK(Malloc, &db, n_ab);
@@ -220,21 +314,29 @@ std::vector<float> cuda_mma_probe(int ordinal, mma_probe_op op, int count, const
   NUMPROBE_GPU_CHECK(Memcpy, da, a, n_ab, cudaMemcpyHostToDevice);
   NUMPROBE_GPU_CHECK(Memcpy, db, b, n_ab, cudaMemcpyHostToDevice);
   NUMPROBE_GPU_CHECK(Memcpy, dc, c, n_c, cudaMemcpyHostToDevice);
-  NUMPROBE_GPU_CHECK(Memset, dd, 0xff, n_c);  // poison: an unwritten output reads NaN
+  NUMPROBE_GPU_CHECK(Memset, dd, 0xff, n_c);  // poison: an unwritten fp output reads NaN
   NUMPROBE_GPU_CHECK(Malloc, &dm, sizeof(unsigned));
   NUMPROBE_GPU_CHECK(Memset, dm, 0, sizeof(unsigned));
+#define NUMPROBE_CASE(OP) \
+  case mma_probe_op::OP: launch<mma_probe_op::OP>(count, da, db, dc, dd, k, dm); break;
   switch (op) {
-    case mma_probe_op::m_f16_k16: launch<mma_probe_op::m_f16_k16>(count, da, db, dc, dd, k, dm); break;
-    case mma_probe_op::m_bf16_k16: launch<mma_probe_op::m_bf16_k16>(count, da, db, dc, dd, k, dm); break;
-    case mma_probe_op::m_tf32_k8: launch<mma_probe_op::m_tf32_k8>(count, da, db, dc, dd, k, dm); break;
-    case mma_probe_op::m_e4m3_k32: launch<mma_probe_op::m_e4m3_k32>(count, da, db, dc, dd, k, dm); break;
-    case mma_probe_op::m_e5m2_k32: launch<mma_probe_op::m_e5m2_k32>(count, da, db, dc, dd, k, dm); break;
+    NUMPROBE_CASE(m_f16_k16)
+    NUMPROBE_CASE(m_bf16_k16)
+    NUMPROBE_CASE(m_tf32_k8)
+    NUMPROBE_CASE(m_e4m3_k32)
+    NUMPROBE_CASE(m_e5m2_k32)
+    NUMPROBE_CASE(m_f16_k16_f16acc)
+    NUMPROBE_CASE(m_e4m3_k32_f16acc)
+    NUMPROBE_CASE(m_e5m2_k32_f16acc)
+    NUMPROBE_CASE(m_s8_k32)
+    NUMPROBE_CASE(m_s8_k32_sat)
     default:
 #if NUMPROBE_HAVE_WGMMA
       launch_wgmma_probe(op, count, da, db, dc, dd, k, dm);
 #endif
       break;
   }
+#undef NUMPROBE_CASE
   check_launch(mma_probe_instruction(op));
   NUMPROBE_GPU_CHECK(DeviceSynchronize);
   NUMPROBE_GPU_CHECK(Memcpy, out.data(), dd, n_c, cudaMemcpyDeviceToHost);

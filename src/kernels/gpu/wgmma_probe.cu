@@ -7,7 +7,7 @@
 // Operand layout (PTX ISA, "Shared Memory Matrix Layout", no swizzle, K-major for A and B, which
 // every input type allows): the unit is the core matrix, 8 rows of 16 bytes stored contiguously.
 // Every row of A (64 x K) and of B (stored N-major: 8 rows of K) is 32 bytes for every probed
-// type (k16 f16/bf16, k8 tf32, k32 e4m3/e5m2), so a row spans two core matrices along K. Core
+// type (k16 f16/bf16, k8 tf32, k32 e4m3/e5m2/s8), so a row spans two core matrices along K. Core
 // matrix (row group g, K half h) sits at byte (2g + h) * 128: the descriptor's leading-dimension
 // byte offset (between core matrices adjacent in K) is 128, its stride-dimension byte offset
 // (between core matrices adjacent in M or N) is 256.
@@ -48,49 +48,109 @@ __device__ __forceinline__ std::uint64_t smem_descriptor(const void* p) {
 }
 
 // One row's 32 bytes in the element format (values are exact in it; fp8 without saturation so
-// NaN and e5m2 Inf stay as they are).
+// NaN and e5m2 Inf stay as they are; s8 values are small integers).
 template <mma_probe_op OP>
 __device__ void encode_row(const float* x, std::uint8_t* out) {
-  if constexpr (OP == mma_probe_op::m_wgmma_f16_k16) {
+  constexpr in_kind IN = input_of(OP);
+  if constexpr (IN == in_kind::f16) {
     for (int i = 0; i < 16; ++i) {
       const __half h = __float2half_rn(x[i]);
       std::memcpy(out + 2 * i, &h, 2);
     }
-  } else if constexpr (OP == mma_probe_op::m_wgmma_bf16_k16) {
+  } else if constexpr (IN == in_kind::bf16) {
     for (int i = 0; i < 16; ++i) {
       const __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
       std::memcpy(out + 2 * i, &h, 2);
     }
-  } else if constexpr (OP == mma_probe_op::m_wgmma_tf32_k8) {
+  } else if constexpr (IN == in_kind::tf32) {
     std::memcpy(out, x, 32);  // the fp32 bits of tf32 values (low 13 bits zero)
+  } else if constexpr (IN == in_kind::s8) {
+    for (int i = 0; i < 32; ++i) out[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(x[i]));
   } else {
-    constexpr auto kind = OP == mma_probe_op::m_wgmma_e4m3_k32 ? __NV_E4M3 : __NV_E5M2;
+    constexpr auto kind = IN == in_kind::e4m3 ? __NV_E4M3 : __NV_E5M2;
     for (int i = 0; i < 32; ++i) out[i] = __nv_cvt_float_to_fp8(x[i], __NV_NOSAT, kind);
   }
 }
 
-// D += A * B, scale-d 1 (C in the accumulator), no negation; f16/bf16 take the transpose
-// immediates (0: K-major).
-#define NUMPROBE_WGMMA(SHAPE_TYPES, TAIL)                                                              \
+// D += A * B, scale-d 1 (C in the accumulator). Floating types take imm-scale-a/b (1: no
+// negation), f16/bf16 also the transpose immediates (0: K-major); integer types take neither.
+// fp32 and s32 accumulators are 4 registers per thread for m64n8, fp16 ones 2 (f16x2).
+#define NUMPROBE_WGMMA4(SHAPE_TYPES, CONSTRAINT, TAIL)                                                   \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"                                               \
-               "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {%0,%1,%2,%3}, %4, %5, p, 1, 1" TAIL ";\n}\n" \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                          \
+               "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {%0,%1,%2,%3}, %4, %5, p" TAIL ";\n}\n"      \
+               : CONSTRAINT(d[0]), CONSTRAINT(d[1]), CONSTRAINT(d[2]), CONSTRAINT(d[3])                  \
                : "l"(desc_a), "l"(desc_b), "r"(1)                                                        \
+               : "memory")
+#define NUMPROBE_WGMMA2(SHAPE_TYPES, TAIL)                                                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"                                              \
+               "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {%0,%1}, %2, %3, p" TAIL ";\n}\n"           \
+               : "+r"(d[0]), "+r"(d[1])                                                                 \
+               : "l"(desc_a), "l"(desc_b), "r"(1)                                                       \
                : "memory")
 
 // Pins the accumulator registers around the warpgroup MMA (an empty asm that reads and writes
 // them), so ptxas needs no warpgroup.arrive of its own between their last write and the wgmma.
-__device__ __forceinline__ void fence_accumulator(float (&d)[4]) {
+template <int N>
+__device__ __forceinline__ void fence_accumulator(float (&d)[N]) {
   for (float& x : d) asm volatile("" : "+f"(x)::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_accumulator(std::uint32_t (&d)[N]) {
+  for (std::uint32_t& x : d) asm volatile("" : "+r"(x)::"memory");
+}
+
+__device__ __forceinline__ std::uint32_t f16_pair(float x) {
+  const __half2 h = __floats2half2_rn(x, x);  // exact: C is an fp16 value
+  std::uint32_t r;
+  std::memcpy(&r, &h, 4);
+  return r;
+}
+
+__device__ __forceinline__ std::uint32_t half_to_float_bits(std::uint32_t h) {
+  __half x;
+  const auto b = static_cast<unsigned short>(h & 0xFFFFu);
+  std::memcpy(&x, &b, 2);
+  return __float_as_uint(__half2float(x));  // exact
+}
+
+// Issues the op's wgmma on the accumulator `d` (fenced before and after).
+template <mma_probe_op OP, class R, int N>
+__device__ __forceinline__ void wgmma_once(R (&d)[N], std::uint64_t desc_a, std::uint64_t desc_b) {
+  fence_accumulator(d);
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  if constexpr (OP == mma_probe_op::m_wgmma_f16_k16)
+    NUMPROBE_WGMMA4("m64n8k16.f32.f16.f16", "+f", ", 1, 1, 0, 0");
+  else if constexpr (OP == mma_probe_op::m_wgmma_bf16_k16)
+    NUMPROBE_WGMMA4("m64n8k16.f32.bf16.bf16", "+f", ", 1, 1, 0, 0");
+  else if constexpr (OP == mma_probe_op::m_wgmma_tf32_k8)
+    NUMPROBE_WGMMA4("m64n8k8.f32.tf32.tf32", "+f", ", 1, 1");
+  else if constexpr (OP == mma_probe_op::m_wgmma_e4m3_k32)
+    NUMPROBE_WGMMA4("m64n8k32.f32.e4m3.e4m3", "+f", ", 1, 1");
+  else if constexpr (OP == mma_probe_op::m_wgmma_e5m2_k32)
+    NUMPROBE_WGMMA4("m64n8k32.f32.e5m2.e5m2", "+f", ", 1, 1");
+  else if constexpr (OP == mma_probe_op::m_wgmma_f16_k16_f16acc)
+    NUMPROBE_WGMMA2("m64n8k16.f16.f16.f16", ", 1, 1, 0, 0");
+  else if constexpr (OP == mma_probe_op::m_wgmma_e4m3_k32_f16acc)
+    NUMPROBE_WGMMA2("m64n8k32.f16.e4m3.e4m3", ", 1, 1");
+  else if constexpr (OP == mma_probe_op::m_wgmma_e5m2_k32_f16acc)
+    NUMPROBE_WGMMA2("m64n8k32.f16.e5m2.e5m2", ", 1, 1");
+  else if constexpr (OP == mma_probe_op::m_wgmma_s8_k32)
+    NUMPROBE_WGMMA4("m64n8k32.s32.s8.s8", "+r", "");
+  else
+    NUMPROBE_WGMMA4("m64n8k32.satfinite.s32.s8.s8", "+r", "");
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  fence_accumulator(d);
 }
 
 template <mma_probe_op OP>
-__global__ void __launch_bounds__(128) wgmma_probe_kernel(const float* a, const float* b, const float* c, float* out,
-                                                          int k, unsigned* mismatches) {
+__global__ void __launch_bounds__(128) wgmma_probe_kernel(const float* a, const float* b, const std::uint32_t* c,
+                                                          std::uint32_t* out, int k, unsigned* mismatches) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr mma_probe_acc ACC = acc_of(OP);
   __shared__ __align__(128) std::uint8_t sa[k_rows_a * k_row_bytes];
   __shared__ __align__(128) std::uint8_t sb[k_rows_b * k_row_bytes];
-  __shared__ float ref;
+  __shared__ std::uint32_t ref;
   const int v = blockIdx.x;
   const int t = threadIdx.x;
   const float* av = a + static_cast<long>(v) * k;
@@ -105,57 +165,68 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const float* a, const 
   // The generic-proxy stores must be visible to the async proxy that wgmma reads through.
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
-  const float cv = c[v];
-  float d[4] = {cv, cv, cv, cv};
   const std::uint64_t desc_a = smem_descriptor(sa);
   const std::uint64_t desc_b = smem_descriptor(sb);
-  fence_accumulator(d);
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-  if constexpr (OP == mma_probe_op::m_wgmma_f16_k16)
-    NUMPROBE_WGMMA("m64n8k16.f32.f16.f16", ", 0, 0");
-  else if constexpr (OP == mma_probe_op::m_wgmma_bf16_k16)
-    NUMPROBE_WGMMA("m64n8k16.f32.bf16.bf16", ", 0, 0");
-  else if constexpr (OP == mma_probe_op::m_wgmma_tf32_k8)
-    NUMPROBE_WGMMA("m64n8k8.f32.tf32.tf32", "");
-  else if constexpr (OP == mma_probe_op::m_wgmma_e4m3_k32)
-    NUMPROBE_WGMMA("m64n8k32.f32.e4m3.e4m3", "");
-  else
-    NUMPROBE_WGMMA("m64n8k32.f32.e5m2.e5m2", "");
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  fence_accumulator(d);
-  if (t == 0) ref = d[0];
+  const std::uint32_t cw = c[v];
+  // The four D elements this thread holds, as accumulator words (fp32 bits, or s32).
+  std::uint32_t words[4];
+  if constexpr (ACC == mma_probe_acc::m_f32) {
+    const float cv = __uint_as_float(cw);
+    float d[4] = {cv, cv, cv, cv};
+    wgmma_once<OP>(d, desc_a, desc_b);
+    for (int i = 0; i < 4; ++i) words[i] = __float_as_uint(d[i]);
+  } else if constexpr (ACC == mma_probe_acc::m_f16) {
+    const std::uint32_t c2 = f16_pair(__uint_as_float(cw));
+    std::uint32_t d[2] = {c2, c2};
+    wgmma_once<OP>(d, desc_a, desc_b);
+    for (int i = 0; i < 4; ++i) words[i] = half_to_float_bits(d[i / 2] >> (16 * (i % 2)));
+  } else {
+    std::uint32_t d[4] = {cw, cw, cw, cw};
+    wgmma_once<OP>(d, desc_a, desc_b);
+    for (int i = 0; i < 4; ++i) words[i] = d[i];
+  }
+  if (t == 0) ref = words[0];
   __syncthreads();
   for (int i = 0; i < 4; ++i) {
-    const bool same = __float_as_uint(d[i]) == __float_as_uint(ref) || (isnan(d[i]) && isnan(ref));
-    if (!same) atomicAdd(mismatches, 1u);
+    const bool nan_pair = ACC != mma_probe_acc::m_s32 && isnan(__uint_as_float(words[i])) && isnan(__uint_as_float(ref));
+    if (words[i] != ref && !nan_pair) atomicAdd(mismatches, 1u);
   }
-  if (t == 0) out[v] = d[0];
+  if (t == 0) out[v] = words[0];
 #else
-  // Built for sm_90a only; the host refuses other devices (mma_probe_supported).
+  // Built for sm_90a only; the host refuses other devices (mma_probe_unsupported).
   __trap();
 #endif
 }
 
-#undef NUMPROBE_WGMMA
+#undef NUMPROBE_WGMMA4
+#undef NUMPROBE_WGMMA2
 
 template <mma_probe_op OP>
-void launch(int count, const float* a, const float* b, const float* c, float* d, int k, unsigned* mismatches) {
+void launch(int count, const float* a, const float* b, const std::uint32_t* c, std::uint32_t* d, int k,
+            unsigned* mismatches) {
   wgmma_probe_kernel<OP><<<count, 128>>>(a, b, c, d, k, mismatches);
 }
 
 }  // namespace
 
-void launch_wgmma_probe(mma_probe_op op, int count, const float* a, const float* b, const float* c, float* d, int k,
-                        unsigned* mismatches) {
+void launch_wgmma_probe(mma_probe_op op, int count, const float* a, const float* b, const std::uint32_t* c,
+                        std::uint32_t* d, int k, unsigned* mismatches) {
+#define NUMPROBE_CASE(OP) \
+  case mma_probe_op::OP: launch<mma_probe_op::OP>(count, a, b, c, d, k, mismatches); break;
   switch (op) {
-    case mma_probe_op::m_wgmma_f16_k16: launch<mma_probe_op::m_wgmma_f16_k16>(count, a, b, c, d, k, mismatches); break;
-    case mma_probe_op::m_wgmma_bf16_k16: launch<mma_probe_op::m_wgmma_bf16_k16>(count, a, b, c, d, k, mismatches); break;
-    case mma_probe_op::m_wgmma_tf32_k8: launch<mma_probe_op::m_wgmma_tf32_k8>(count, a, b, c, d, k, mismatches); break;
-    case mma_probe_op::m_wgmma_e4m3_k32: launch<mma_probe_op::m_wgmma_e4m3_k32>(count, a, b, c, d, k, mismatches); break;
-    case mma_probe_op::m_wgmma_e5m2_k32: launch<mma_probe_op::m_wgmma_e5m2_k32>(count, a, b, c, d, k, mismatches); break;
+    NUMPROBE_CASE(m_wgmma_f16_k16)
+    NUMPROBE_CASE(m_wgmma_bf16_k16)
+    NUMPROBE_CASE(m_wgmma_tf32_k8)
+    NUMPROBE_CASE(m_wgmma_e4m3_k32)
+    NUMPROBE_CASE(m_wgmma_e5m2_k32)
+    NUMPROBE_CASE(m_wgmma_f16_k16_f16acc)
+    NUMPROBE_CASE(m_wgmma_e4m3_k32_f16acc)
+    NUMPROBE_CASE(m_wgmma_e5m2_k32_f16acc)
+    NUMPROBE_CASE(m_wgmma_s8_k32)
+    NUMPROBE_CASE(m_wgmma_s8_k32_sat)
     default: break;  // mma.sync ops run in mma_probe.cu
   }
+#undef NUMPROBE_CASE
 }
 
 }  // namespace numprobe::gpu
