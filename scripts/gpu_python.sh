@@ -3,8 +3,9 @@
 # package, then runs what CI cannot (no torch there): the PyTorch kernel under the pytest plugin
 # and numprobe.drift with torch inputs (examples/python/test_torch_kernel.py), the fp4 migration
 # acceptance run on a random-initialised Llama (examples/python/accept_fake_quant.py), and
-# bench/python_bench.py (in-process drift vs exec vs exec-worker; bindings overhead). Logs under
-# $OUT; a summary table last.
+# bench/python_bench.py (in-process drift vs exec vs exec-worker; bindings overhead), and
+# bench/mma_chain_triton.py (Triton's chained fp8 P.V against numprobe's MMA model, bit for bit;
+# issue 31). Logs under $OUT; a summary table last.
 #   scripts/gpu_python.sh            # TOMLPP_INCLUDE_DIR defaults to .carry/include when present
 set -u
 OUT=${OUT:-$PWD/gpu-python-out}
@@ -35,6 +36,7 @@ step torch_kernel python3 -m pytest -q -s -p no:cacheprovider examples/python/te
 step accept python3 examples/python/accept_fake_quant.py --schemes nvfp4,mxfp4 --preset default,torchao \
   --seq 512 --json "$OUT/accept.json"
 step bench python3 bench/python_bench.py --cli "$NUMPROBE_CLI" --repeats 3
+step mma_chain python3 bench/mma_chain_triton.py "$NUMPROBE_CLI" --keys 512
 echo
 printf '%-14s %s\n' step result
-for k in build package torch_kernel accept bench; do printf '%-14s %s\n' "$k" "${RESULT[$k]:-not run}"; done
+for k in build package torch_kernel accept bench mma_chain; do printf '%-14s %s\n' "$k" "${RESULT[$k]:-not run}"; done

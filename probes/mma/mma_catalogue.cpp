@@ -293,6 +293,11 @@ std::vector<mma_path> mma_device_paths() {
        mma_accumulator::m_s32_satfinite},
       {"wgmma.m64n8k32.s32.s8", format_id::m_i8, 32, mma_family::m_wgmma, mma_accumulator::m_s32},
       {"wgmma.m64n8k32.satfinite.s32.s8", format_id::m_i8, 32, mma_family::m_wgmma, mma_accumulator::m_s32_satfinite},
+      {"wgmma.rs.m64n8k16.f32.f16", format_id::m_f16, 16, mma_family::m_wgmma_rs},
+      {"wgmma.rs.m64n8k16.f32.bf16", format_id::m_bf16, 16, mma_family::m_wgmma_rs},
+      {"wgmma.rs.m64n8k8.f32.tf32", format_id::m_tf32, 8, mma_family::m_wgmma_rs},
+      {"wgmma.rs.m64n8k32.f32.e4m3", format_id::m_e4m3fn, 32, mma_family::m_wgmma_rs},
+      {"wgmma.rs.m64n8k32.f32.e5m2", format_id::m_e5m2, 32, mma_family::m_wgmma_rs},
   };
 }
 

@@ -65,7 +65,8 @@ struct mma_vector {
 [[nodiscard]] std::vector<mma_vector> mma_catalogue(const mma_path& path);
 
 // The paths numprobe's probe kernels run: mma.sync, then wgmma (sm_90 only), each with fp32
-// accumulators, then fp16 accumulators, then s8 with s32 (wrapping, then .satfinite).
+// accumulators, then fp16 accumulators, then s8 with s32 (wrapping, then .satfinite), then
+// wgmma with A from registers (fp32 accumulators).
 [[nodiscard]] std::vector<mma_path> mma_device_paths();
 
 }  // namespace numprobe::probes

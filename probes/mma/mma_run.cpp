@@ -57,7 +57,7 @@ std::string published_model_for(const mma_path& path, int sm) {
     // PTX's integer semantics). fp8 mma.sync with fp16 has none: Hopper's fp32 one was measured
     // to differ from MMA-Sim's description, so no entry is assumed for it.
     if (sm < 90) return "";
-    const bool w = path.family == providers::mma_family::m_wgmma;
+    const bool w = path.family != providers::mma_family::m_mma_sync;
     if (path.integer()) {
       if (sm != 90 && w) return "";
       const std::string base = w ? "h200-wgmma-s8" : "h200-mma-s8";
@@ -71,7 +71,7 @@ std::string published_model_for(const mma_path& path, int sm) {
       default: return "";
     }
   }
-  if (path.family == providers::mma_family::m_wgmma) {
+  if (path.family != providers::mma_family::m_mma_sync) {  // wgmma, either operand form
     if (sm != 90) return "";
     switch (path.input) {
       case format_id::m_f16: return "h200-wgmma-f16";

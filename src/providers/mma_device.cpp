@@ -27,6 +27,16 @@ gpu::mma_probe_op op_for(const mma_instruction& i) {
   using formats::format_id;
   using op = gpu::mma_probe_op;
   const bool w = i.family == mma_family::m_wgmma;
+  if (i.family == mma_family::m_wgmma_rs && i.accumulator == mma_accumulator::m_f32) {
+    if (i.input == format_id::m_f16 && i.k == 16) return op::m_wgmma_rs_f16_k16;
+    if (i.input == format_id::m_bf16 && i.k == 16) return op::m_wgmma_rs_bf16_k16;
+    if (i.input == format_id::m_tf32 && i.k == 8) return op::m_wgmma_rs_tf32_k8;
+    if (i.input == format_id::m_e4m3fn && i.k == 32) return op::m_wgmma_rs_e4m3_k32;
+    if (i.input == format_id::m_e5m2 && i.k == 32) return op::m_wgmma_rs_e5m2_k32;
+  }
+  if (i.family == mma_family::m_wgmma_rs)
+    throw_input_error("mma", fmt::format("no wgmma (A in registers) probe kernel for {} with k = {} and a {} accumulator",
+                                         formats::name(i.input), i.k, mma_accumulator_name(i.accumulator)));
   switch (i.accumulator) {
     case mma_accumulator::m_f32:
       if (i.input == format_id::m_f16 && i.k == 16) return w ? op::m_wgmma_f16_k16 : op::m_f16_k16;

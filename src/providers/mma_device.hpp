@@ -12,8 +12,9 @@
 namespace numprobe::providers {
 
 // The instruction family of a probe path: the warp-level mma.sync (sm_80+; fp8 sm_89+) or
-// Hopper's warpgroup wgmma (sm_90 only), both with fp32 accumulation.
-enum class mma_family : std::uint8_t { m_mma_sync, m_wgmma };
+// Hopper's warpgroup wgmma (sm_90 only) with both operands in shared memory (SS), or with A
+// from registers (RS, as FlashAttention-3's P.V; fp32 accumulators).
+enum class mma_family : std::uint8_t { m_mma_sync, m_wgmma, m_wgmma_rs };
 
 // The accumulator (C and D) of a probe path: fp32, fp16, or s32 (integer inputs), wrapping or
 // clamped (.satfinite).

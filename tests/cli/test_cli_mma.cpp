@@ -70,8 +70,9 @@ TEST(cli_mma, emit_vectors_and_list_models) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json doc = json::parse(r.out);
   // fp32 accumulators: f16, bf16, tf32, e4m3, e5m2 (mma.sync, then wgmma); fp16: f16, e4m3,
-  // e5m2 (mma.sync, then wgmma); s8 with s32, wrapping and .satfinite (mma.sync, then wgmma).
-  ASSERT_EQ(doc["paths"].size(), 20u);
+  // e5m2 (mma.sync, then wgmma); s8 with s32, wrapping and .satfinite (mma.sync, then wgmma);
+  // wgmma with A from registers (fp32 accumulators).
+  ASSERT_EQ(doc["paths"].size(), 25u);
   for (const json& p : doc["paths"]) {
     // The integer catalogue is 2 product and 4 overflow vectors; the floating one far more.
     EXPECT_GT(p["vectors"].size(), p["input"] == "int8" ? 5u : 20u) << p["path"];
@@ -81,6 +82,7 @@ TEST(cli_mma, emit_vectors_and_list_models) {
   EXPECT_EQ(doc["paths"][8]["path"], "wgmma.m64n8k32.f32.e4m3");
   EXPECT_EQ(doc["paths"][10]["accumulator"], "f16");
   EXPECT_EQ(doc["paths"][19]["accumulator"], "s32.satfinite");
+  EXPECT_EQ(doc["paths"][24]["path"], "wgmma.rs.m64n8k32.f32.e5m2");
   const auto l = run_numprobe("mma --list-models");
   ASSERT_EQ(l.exit_code, 0) << l.err;
   for (const char* name : {"h200-wgmma-e4m3", "h200-wgmma-bf16", "h200-mma-bf16", "h200-wgmma-e4m3-f16acc",

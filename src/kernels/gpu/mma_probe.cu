@@ -5,7 +5,8 @@
 // first accumulator register is the result; every other D element must equal it bit for bit
 // (NaN with NaN), which checks the row/column placement on the device itself (a mismatch is a
 // backend error). The k placement is what the property vectors depend on: a wrong k order shows
-// in the grouping and fraction-bits verdicts. The wgmma kernels (sm_90a) are in wgmma_probe.cu;
+// in the grouping and fraction-bits verdicts. The register layouts are in mma_probe_fragments.cuh
+// (shared with wgmma's A-in-registers form). The wgmma kernels (sm_90a) are in wgmma_probe.cu;
 // this file's host harness runs both.
 #include <cuda_fp8.h>
 
@@ -14,42 +15,12 @@
 
 #include "src/kernels/gpu/gpu_check.cuh"
 #include "src/kernels/gpu/mma_probe.hpp"
+#include "src/kernels/gpu/mma_probe_fragments.cuh"
 #include "src/kernels/gpu/mma_probe_launch.hpp"
 #include "src/kernels/gpu/platform.cuh"
 
 namespace numprobe::gpu {
 namespace {
-
-__device__ __forceinline__ std::uint32_t pack_f16(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);  // exact: the values are fp16 values
-  std::uint32_t r;
-  std::memcpy(&r, &h, 4);
-  return r;
-}
-
-__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // exact: bf16 values
-  std::uint32_t r;
-  std::memcpy(&r, &h, 4);
-  return r;
-}
-
-// Four fp8 values, element 0 in the low byte. __NV_NOSAT keeps NaN (and e5m2 Inf) as they are;
-// the values are exact in the format, so no rounding happens.
-template <__nv_fp8_interpretation_t KIND>
-__device__ __forceinline__ std::uint32_t pack_fp8(const float* x) {
-  std::uint32_t r = 0;
-  for (int i = 0; i < 4; ++i)
-    r |= static_cast<std::uint32_t>(__nv_cvt_float_to_fp8(x[i], __NV_NOSAT, KIND)) << (8 * i);
-  return r;
-}
-
-__device__ __forceinline__ std::uint32_t pack_s8(const float* x) {
-  std::uint32_t r = 0;
-  for (int i = 0; i < 4; ++i)
-    r |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(static_cast<std::int8_t>(x[i]))) << (8 * i);
-  return r;
-}
 
 // fp8 mma.sync with an fp16 accumulator is PTX ISA 8.4 (CUDA 12.4).
 #if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
@@ -75,13 +46,6 @@ __device__ __forceinline__ std::uint32_t pack_s8(const float* x) {
                : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]), "r"(C[0]), "r"(C[1]),  \
                  "r"(C[2]), "r"(C[3]))
 
-__device__ __forceinline__ std::uint32_t half_bits_as_float_bits(std::uint32_t h) {
-  __half x;
-  const auto b = static_cast<unsigned short>(h & 0xFFFFu);
-  std::memcpy(&x, &b, 2);
-  return __float_as_uint(__half2float(x));  // exact: every fp16 value is an fp32 value
-}
-
 template <mma_probe_op OP>
 __global__ void mma_probe_kernel(const float* a, const float* b, const std::uint32_t* c, std::uint32_t* d, int k,
                                  unsigned* mismatches) {
@@ -94,41 +58,8 @@ __global__ void mma_probe_kernel(const float* a, const float* b, const std::uint
   const float* bv = b + static_cast<long>(v) * k;
   std::uint32_t ra[4] = {0, 0, 0, 0};
   std::uint32_t rb[2] = {0, 0};
-  if constexpr (IN == in_kind::f16 || IN == in_kind::bf16) {
-    // A: reg0 = (row g, cols 2t, 2t+1), reg1 = (row g+8, same cols), reg2 = (row g, cols 2t+8,
-    // 2t+9), reg3 = (row g+8, same); B: reg0 = rows 2t, 2t+1 of column g, reg1 = rows 2t+8, 2t+9.
-    auto pack = IN == in_kind::f16 ? pack_f16 : pack_bf16;
-    ra[0] = ra[1] = pack(av[2 * t], av[2 * t + 1]);
-    ra[2] = ra[3] = pack(av[2 * t + 8], av[2 * t + 9]);
-    rb[0] = pack(bv[2 * t], bv[2 * t + 1]);
-    rb[1] = pack(bv[2 * t + 8], bv[2 * t + 9]);
-  } else if constexpr (IN == in_kind::tf32) {
-    // A: reg0 = (row g, col t), reg1 = (row g+8, col t), reg2 = (row g, col t+4), reg3 = (row
-    // g+8, col t+4); B: reg0 = row t, reg1 = row t+4. The fp32 bits are passed as they are: the
-    // values are tf32 values (low 13 bits zero).
-    ra[0] = ra[1] = __float_as_uint(av[t]);
-    ra[2] = ra[3] = __float_as_uint(av[t + 4]);
-    rb[0] = __float_as_uint(bv[t]);
-    rb[1] = __float_as_uint(bv[t + 4]);
-  } else {
-    // 8-bit elements, m16n8k32 (fp8 and s8 alike): A: reg0 = (row g, cols 4t..4t+3), reg1 =
-    // (row g+8, same), reg2 = (row g, cols 16+4t..), reg3 = (row g+8, same); B: reg0 = rows
-    // 4t..4t+3 of column g, reg1 = rows 16+4t...
-    if constexpr (IN == in_kind::s8) {
-      ra[0] = ra[1] = pack_s8(av + 4 * t);
-      ra[2] = ra[3] = pack_s8(av + 16 + 4 * t);
-      rb[0] = pack_s8(bv + 4 * t);
-      rb[1] = pack_s8(bv + 16 + 4 * t);
-    } else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-      constexpr auto kind = IN == in_kind::e4m3 ? __NV_E4M3 : __NV_E5M2;
-      ra[0] = ra[1] = pack_fp8<kind>(av + 4 * t);
-      ra[2] = ra[3] = pack_fp8<kind>(av + 16 + 4 * t);
-      rb[0] = pack_fp8<kind>(bv + 4 * t);
-      rb[1] = pack_fp8<kind>(bv + 16 + 4 * t);
-#endif
-    }
-  }
+  load_a_fragment<IN>(av, t, ra);
+  load_b_fragment<IN>(bv, t, rb);
   // The four D elements this lane holds, as accumulator words (fp32 bits, or s32).
   std::uint32_t out[4] = {0, 0, 0, 0};
   const std::uint32_t cw = c[v];
@@ -169,7 +100,7 @@ __global__ void mma_probe_kernel(const float* a, const float* b, const std::uint
     else
       __trap();
 #endif
-    for (int i = 0; i < 4; ++i) out[i] = half_bits_as_float_bits(rd[i / 2] >> (16 * (i % 2)));
+    for (int i = 0; i < 4; ++i) out[i] = half_to_float_bits(rd[i / 2] >> (16 * (i % 2)));
   } else {
     std::uint32_t rc[4] = {cw, cw, cw, cw};
     std::uint32_t rd[4] = {0, 0, 0, 0};
@@ -204,13 +135,16 @@ void launch(int count, const float* a, const float* b, const std::uint32_t* c, s
 int mma_probe_k(mma_probe_op op) {
   switch (op) {
     case mma_probe_op::m_tf32_k8:
-    case mma_probe_op::m_wgmma_tf32_k8: return 8;
+    case mma_probe_op::m_wgmma_tf32_k8:
+    case mma_probe_op::m_wgmma_rs_tf32_k8: return 8;
     case mma_probe_op::m_f16_k16:
     case mma_probe_op::m_bf16_k16:
     case mma_probe_op::m_wgmma_f16_k16:
     case mma_probe_op::m_wgmma_bf16_k16:
     case mma_probe_op::m_f16_k16_f16acc:
-    case mma_probe_op::m_wgmma_f16_k16_f16acc: return 16;
+    case mma_probe_op::m_wgmma_f16_k16_f16acc:
+    case mma_probe_op::m_wgmma_rs_f16_k16:
+    case mma_probe_op::m_wgmma_rs_bf16_k16: return 16;
     default: return 32;  // fp8 and s8
   }
 }
@@ -230,7 +164,12 @@ bool is_wgmma(mma_probe_op op) {
     case mma_probe_op::m_wgmma_e4m3_k32_f16acc:
     case mma_probe_op::m_wgmma_e5m2_k32_f16acc:
     case mma_probe_op::m_wgmma_s8_k32:
-    case mma_probe_op::m_wgmma_s8_k32_sat: return true;
+    case mma_probe_op::m_wgmma_s8_k32_sat:
+    case mma_probe_op::m_wgmma_rs_f16_k16:
+    case mma_probe_op::m_wgmma_rs_bf16_k16:
+    case mma_probe_op::m_wgmma_rs_tf32_k8:
+    case mma_probe_op::m_wgmma_rs_e4m3_k32:
+    case mma_probe_op::m_wgmma_rs_e5m2_k32: return true;
     default: return false;
   }
 }
@@ -277,6 +216,11 @@ const char* mma_probe_instruction(mma_probe_op op) {
     case mma_probe_op::m_s8_k32_sat: return "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32";
     case mma_probe_op::m_wgmma_s8_k32: return "wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8";
     case mma_probe_op::m_wgmma_s8_k32_sat: return "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.s32.s8.s8";
+    case mma_probe_op::m_wgmma_rs_f16_k16: return "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 (A in registers)";
+    case mma_probe_op::m_wgmma_rs_bf16_k16: return "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (A in registers)";
+    case mma_probe_op::m_wgmma_rs_tf32_k8: return "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 (A in registers)";
+    case mma_probe_op::m_wgmma_rs_e4m3_k32: return "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 (A in registers)";
+    case mma_probe_op::m_wgmma_rs_e5m2_k32: return "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 (A in registers)";
   }
   return "?";
 }

@@ -34,6 +34,13 @@ enum class mma_probe_op : std::uint8_t {
   m_s8_k32_sat,         // mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32
   m_wgmma_s8_k32,       // wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8
   m_wgmma_s8_k32_sat,   // wgmma.mma_async.sync.aligned.m64n8k32.satfinite.s32.s8.s8
+  // wgmma with A from registers (the RS form, as FlashAttention-3's P.V), B from shared memory,
+  // fp32 accumulators.
+  m_wgmma_rs_f16_k16,
+  m_wgmma_rs_bf16_k16,
+  m_wgmma_rs_tf32_k8,
+  m_wgmma_rs_e4m3_k32,
+  m_wgmma_rs_e5m2_k32,
 };
 
 // The accumulator of an op: fp32, fp16, or s32.

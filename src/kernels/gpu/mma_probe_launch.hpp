@@ -12,13 +12,17 @@ enum class in_kind : std::uint8_t { f16, bf16, tf32, e4m3, e5m2, s8 };
 inline __host__ __device__ constexpr in_kind input_of(mma_probe_op op) {
   switch (op) {
     case mma_probe_op::m_bf16_k16:
-    case mma_probe_op::m_wgmma_bf16_k16: return in_kind::bf16;
+    case mma_probe_op::m_wgmma_bf16_k16:
+    case mma_probe_op::m_wgmma_rs_bf16_k16: return in_kind::bf16;
     case mma_probe_op::m_tf32_k8:
-    case mma_probe_op::m_wgmma_tf32_k8: return in_kind::tf32;
+    case mma_probe_op::m_wgmma_tf32_k8:
+    case mma_probe_op::m_wgmma_rs_tf32_k8: return in_kind::tf32;
+    case mma_probe_op::m_wgmma_rs_e4m3_k32:
     case mma_probe_op::m_e4m3_k32:
     case mma_probe_op::m_wgmma_e4m3_k32:
     case mma_probe_op::m_e4m3_k32_f16acc:
     case mma_probe_op::m_wgmma_e4m3_k32_f16acc: return in_kind::e4m3;
+    case mma_probe_op::m_wgmma_rs_e5m2_k32:
     case mma_probe_op::m_e5m2_k32:
     case mma_probe_op::m_wgmma_e5m2_k32:
     case mma_probe_op::m_e5m2_k32_f16acc:
@@ -47,6 +51,18 @@ inline __host__ __device__ constexpr mma_probe_acc acc_of(mma_probe_op op) {
   }
 }
 
+
+// True for the RS form (A from registers).
+inline __host__ __device__ constexpr bool a_in_registers(mma_probe_op op) {
+  switch (op) {
+    case mma_probe_op::m_wgmma_rs_f16_k16:
+    case mma_probe_op::m_wgmma_rs_bf16_k16:
+    case mma_probe_op::m_wgmma_rs_tf32_k8:
+    case mma_probe_op::m_wgmma_rs_e4m3_k32:
+    case mma_probe_op::m_wgmma_rs_e5m2_k32: return true;
+    default: return false;
+  }
+}
 
 // Launches count warpgroups of the wgmma probe for `op` (a wgmma op) on the current device;
 // every D element that differs from D(0,0) adds one to *mismatches.

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/kernels/gpu/mma_probe_fragments.cuh"
 #include "src/kernels/gpu/mma_probe_launch.hpp"
 
 namespace numprobe::gpu {
@@ -81,6 +82,15 @@ __device__ void encode_row(const float* x, std::uint8_t* out) {
                : CONSTRAINT(d[0]), CONSTRAINT(d[1]), CONSTRAINT(d[2]), CONSTRAINT(d[3])                  \
                : "l"(desc_a), "l"(desc_b), "r"(1)                                                        \
                : "memory")
+// The RS form: A from four registers (mma_probe_fragments.cuh), B from shared memory; floating
+// types take imm-scale-a/b, f16/bf16 also imm-trans-b (there is no A transpose from registers).
+#define NUMPROBE_WGMMA_RS(SHAPE_TYPES, TAIL)                                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"                                              \
+               "wgmma.mma_async.sync.aligned." SHAPE_TYPES                                               \
+               " {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p" TAIL ";\n}\n"                                      \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                         \
+               : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "l"(desc_b), "r"(1)                    \
+               : "memory")
 #define NUMPROBE_WGMMA2(SHAPE_TYPES, TAIL)                                                              \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"                                              \
                "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {%0,%1}, %2, %3, p" TAIL ";\n}\n"           \
@@ -106,19 +116,24 @@ __device__ __forceinline__ std::uint32_t f16_pair(float x) {
   return r;
 }
 
-__device__ __forceinline__ std::uint32_t half_to_float_bits(std::uint32_t h) {
-  __half x;
-  const auto b = static_cast<unsigned short>(h & 0xFFFFu);
-  std::memcpy(&x, &b, 2);
-  return __float_as_uint(__half2float(x));  // exact
-}
-
 // Issues the op's wgmma on the accumulator `d` (fenced before and after).
 template <mma_probe_op OP, class R, int N>
-__device__ __forceinline__ void wgmma_once(R (&d)[N], std::uint64_t desc_a, std::uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_once(R (&d)[N], std::uint64_t desc_a, std::uint64_t desc_b,
+                                           const std::uint32_t (&ra)[4]) {
   fence_accumulator(d);
+  for (std::uint32_t x : ra) asm volatile("" ::"r"(x) : "memory");  // A's registers written before the fence
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-  if constexpr (OP == mma_probe_op::m_wgmma_f16_k16)
+  if constexpr (OP == mma_probe_op::m_wgmma_rs_f16_k16)
+    NUMPROBE_WGMMA_RS("m64n8k16.f32.f16.f16", ", 1, 1, 0");
+  else if constexpr (OP == mma_probe_op::m_wgmma_rs_bf16_k16)
+    NUMPROBE_WGMMA_RS("m64n8k16.f32.bf16.bf16", ", 1, 1, 0");
+  else if constexpr (OP == mma_probe_op::m_wgmma_rs_tf32_k8)
+    NUMPROBE_WGMMA_RS("m64n8k8.f32.tf32.tf32", ", 1, 1");
+  else if constexpr (OP == mma_probe_op::m_wgmma_rs_e4m3_k32)
+    NUMPROBE_WGMMA_RS("m64n8k32.f32.e4m3.e4m3", ", 1, 1");
+  else if constexpr (OP == mma_probe_op::m_wgmma_rs_e5m2_k32)
+    NUMPROBE_WGMMA_RS("m64n8k32.f32.e5m2.e5m2", ", 1, 1");
+  else if constexpr (OP == mma_probe_op::m_wgmma_f16_k16)
     NUMPROBE_WGMMA4("m64n8k16.f32.f16.f16", "+f", ", 1, 1, 0, 0");
   else if constexpr (OP == mma_probe_op::m_wgmma_bf16_k16)
     NUMPROBE_WGMMA4("m64n8k16.f32.bf16.bf16", "+f", ", 1, 1, 0, 0");
@@ -167,22 +182,26 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const float* a, const 
   __syncthreads();
   const std::uint64_t desc_a = smem_descriptor(sa);
   const std::uint64_t desc_b = smem_descriptor(sb);
+  // The RS form reads A from registers in mma.sync's per-warp layout (every row holds the same
+  // vector, so each warp's 16 rows are alike); the SS form ignores them.
+  std::uint32_t ra[4] = {0, 0, 0, 0};
+  if constexpr (a_in_registers(OP)) load_a_fragment<input_of(OP)>(av, t & 3, ra);
   const std::uint32_t cw = c[v];
   // The four D elements this thread holds, as accumulator words (fp32 bits, or s32).
   std::uint32_t words[4];
   if constexpr (ACC == mma_probe_acc::m_f32) {
     const float cv = __uint_as_float(cw);
     float d[4] = {cv, cv, cv, cv};
-    wgmma_once<OP>(d, desc_a, desc_b);
+    wgmma_once<OP>(d, desc_a, desc_b, ra);
     for (int i = 0; i < 4; ++i) words[i] = __float_as_uint(d[i]);
   } else if constexpr (ACC == mma_probe_acc::m_f16) {
     const std::uint32_t c2 = f16_pair(__uint_as_float(cw));
     std::uint32_t d[2] = {c2, c2};
-    wgmma_once<OP>(d, desc_a, desc_b);
+    wgmma_once<OP>(d, desc_a, desc_b, ra);
     for (int i = 0; i < 4; ++i) words[i] = half_to_float_bits(d[i / 2] >> (16 * (i % 2)));
   } else {
     std::uint32_t d[4] = {cw, cw, cw, cw};
-    wgmma_once<OP>(d, desc_a, desc_b);
+    wgmma_once<OP>(d, desc_a, desc_b, ra);
     for (int i = 0; i < 4; ++i) words[i] = d[i];
   }
   if (t == 0) ref = words[0];
@@ -200,6 +219,7 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const float* a, const 
 
 #undef NUMPROBE_WGMMA4
 #undef NUMPROBE_WGMMA2
+#undef NUMPROBE_WGMMA_RS
 
 template <mma_probe_op OP>
 void launch(int count, const float* a, const float* b, const std::uint32_t* c, std::uint32_t* d, int k,
@@ -224,6 +244,11 @@ void launch_wgmma_probe(mma_probe_op op, int count, const float* a, const float*
     NUMPROBE_CASE(m_wgmma_e5m2_k32_f16acc)
     NUMPROBE_CASE(m_wgmma_s8_k32)
     NUMPROBE_CASE(m_wgmma_s8_k32_sat)
+    NUMPROBE_CASE(m_wgmma_rs_f16_k16)
+    NUMPROBE_CASE(m_wgmma_rs_bf16_k16)
+    NUMPROBE_CASE(m_wgmma_rs_tf32_k8)
+    NUMPROBE_CASE(m_wgmma_rs_e4m3_k32)
+    NUMPROBE_CASE(m_wgmma_rs_e5m2_k32)
     default: break;  // mma.sync ops run in mma_probe.cu
   }
 #undef NUMPROBE_CASE
