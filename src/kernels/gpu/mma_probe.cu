@@ -164,13 +164,8 @@ bool is_wgmma(mma_probe_op op) {
     case mma_probe_op::m_wgmma_e4m3_k32_f16acc:
     case mma_probe_op::m_wgmma_e5m2_k32_f16acc:
     case mma_probe_op::m_wgmma_s8_k32:
-    case mma_probe_op::m_wgmma_s8_k32_sat:
-    case mma_probe_op::m_wgmma_rs_f16_k16:
-    case mma_probe_op::m_wgmma_rs_bf16_k16:
-    case mma_probe_op::m_wgmma_rs_tf32_k8:
-    case mma_probe_op::m_wgmma_rs_e4m3_k32:
-    case mma_probe_op::m_wgmma_rs_e5m2_k32: return true;
-    default: return false;
+    case mma_probe_op::m_wgmma_s8_k32_sat: return true;
+    default: return a_in_registers(op);
   }
 }
 
