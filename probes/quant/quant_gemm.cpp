@@ -113,7 +113,10 @@ quant_gemm_report run_quant_gemm_with(const quant_gemm_options& g, const formats
       for (std::int64_t kb = 0; kb * k_block < k; ++kb) {
         const float s = block_scale(xq, m, kb) * block_scale(w, j, kb);
         const std::int64_t k0 = kb * k_block, k1 = std::min(k, k0 + k_block);
-        float inner = 0.0f, inner32 = 0.0f;
+        // The model's accumulator: an fp32 or fp16 value, or an s32 integer kept exactly (not
+        // every s32 is an fp32 value); converted to fp32 (nearest) when promoted.
+        double inner = 0.0;
+        float inner32 = 0.0f;
         std::int64_t since = 0;
         for (std::int64_t i0 = k0; i0 < k1; i0 += kk) {
           for (std::int64_t i = 0; i < kk; ++i) {
@@ -121,20 +124,21 @@ quant_gemm_report run_quant_gemm_with(const quant_gemm_options& g, const formats
             a[static_cast<std::size_t>(i)] = in ? xr[i0 + i] : 0.0;
             b[static_cast<std::size_t>(i)] = in ? wr[i0 + i] : 0.0;
           }
-          inner = static_cast<float>(emu::mma_dot(model, a, b, inner, place));
+          inner = emu::mma_dot(model, a, b, inner, place);
           for (std::int64_t i = 0; i < kk; ++i) {
             const float p = static_cast<float>(a[static_cast<std::size_t>(i)] * b[static_cast<std::size_t>(i)]);
             inner32 = inner32 + p;
           }
           if (g.promote > 0 && ++since == g.promote) {
-            outer = promote(outer, s, inner);
+            outer = promote(outer, s, static_cast<float>(inner));
             outer32 = promote(outer32, s, inner32);
-            inner = inner32 = 0.0f;
+            inner = 0.0;
+            inner32 = 0.0f;
             since = 0;
           }
         }
         if (g.promote == 0 || since > 0) {
-          outer = promote(outer, s, inner);
+          outer = promote(outer, s, static_cast<float>(inner));
           outer32 = promote(outer32, s, inner32);
         }
       }

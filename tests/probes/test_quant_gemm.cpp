@@ -134,5 +134,32 @@ TEST(quant_gemm, refuses_what_it_cannot_run) {
             exit_code::m_input);
 }
 
+// An int8 GEMM through the s8 models: int8-channel with every value 127 in X and W (both scales
+// 127 / 127 = 1, codes 127). K = 133152 (4161 k32 instructions) makes the exact sum 133152 *
+// 16129 = 2147608608, past 2^31 - 1: the wrapping s32 holds 2147608608 - 2^32 = -2147358688,
+// promoted to fp32 to nearest (a multiple of 128 there): -2147358720; .satfinite holds
+// 2^31 - 1, promoted: 2^31. The accumulator must stay an integer between instructions (an fp32
+// copy of it would already have lost its low bits at 2^24).
+TEST(quant_gemm, int8_accumulator_wraps_or_saturates_past_s32) {
+  const formats::scheme_config config = formats::find_scheme("int8-channel").defaults;
+  constexpr std::int64_t k = 133152;
+  const std::vector<double> w(k, 127.0), x(k, 127.0);
+  const auto wq = formats::quantize(config, w, 1, k);
+  ASSERT_EQ(wq.blocks.at(0).scale, 1.0);
+  quant_gemm_options g;
+  g.tokens = 1;
+  g.acc_model = "h200-mma-s8";
+  EXPECT_EQ(run_quant_gemm_with(g, config, wq, w, 1, k, x, 7).outputs.at(0), -2147358720.0);
+  g.acc_model = "h200-mma-s8-satfinite";
+  EXPECT_EQ(run_quant_gemm_with(g, config, wq, w, 1, k, x, 7).outputs.at(0), 2147483648.0);
+  // Below the limit (K = 1024: 16516096) every model and the fp32 baseline are exact.
+  const std::vector<double> w2(1024, 127.0), x2(1024, 127.0);
+  const auto wq2 = formats::quantize(config, w2, 1, 1024);
+  g.acc_model = "h200-mma-s8";
+  const auto r = run_quant_gemm_with(g, config, wq2, w2, 1, 1024, x2, 7);
+  EXPECT_EQ(r.outputs.at(0), 16516096.0);
+  EXPECT_EQ(r.acc_rel_rms, 0.0);
+}
+
 }  // namespace
 }  // namespace numprobe::probes
