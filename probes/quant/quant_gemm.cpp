@@ -180,6 +180,8 @@ quant_gemm_report run_quant_gemm_with(const quant_gemm_options& g, const formats
   r.rel_rms = ratio(e_rel, n_true);
   r.fp32_rel_rms = ratio(e_rel32, n_true);
   r.outputs = std::move(y_model);
+  r.fp32_outputs = std::move(y_fp32);
+  r.x = xq;
   return r;
 }
 

@@ -45,6 +45,8 @@ struct quant_gemm_report {
   double acc_max_abs = 0.0;       // max |Y_model - Y_q|
   std::int64_t nonfinite = 0;     // NaN or Inf outputs of the model chain
   std::vector<double> outputs;    // Y_model, [tokens, n] row-major (not in the JSON)
+  std::vector<double> fp32_outputs;  // the fp32-accumulator chain's Y, [tokens, n]
+  formats::quant_result x;        // X quantized (its codes and scales: --dump writes them)
   // acc_rel_rms / fp32_acc_rel_rms: 1 when both are 0, infinite when only the baseline is 0.
   [[nodiscard]] double acc_ratio() const;
 };

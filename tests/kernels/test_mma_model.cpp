@@ -297,5 +297,21 @@ TEST(mma_model, fp16_accumulator_rounds_to_nearest_even) {
   EXPECT_THROW((void)run(m, dot(16), 1 + p2(-12)), error);
 }
 
+// Every numprobe target compiles with -ffp-contract=off (cmake/numprobe_options.cmake, shared by
+// the libraries and this test): an emulated kernel's "p = a * b; q = p + c" is two roundings, as
+// the code says. With a = b = 1 + 2^-12 and c = -(1 + 2^-11): a * b = 1 + 2^-11 + 2^-24 rounds
+// (a tie, to even) to 1 + 2^-11 and the sum is 0; contracted into an fma it would be 2^-24. g++
+// contracts across statements by default once FMA is in the target (x86-64-v3); without the flag
+// this test fails there (the dequant GEMM's promotion was fused that way before the flag).
+[[gnu::noinline]] float mul_then_add(float a, float b, float c) {
+  const float p = a * b;
+  return p + c;
+}
+
+TEST(build_flags, separate_statements_round_separately) {
+  volatile float a = 1.0f + 0x1p-12f, b = 1.0f + 0x1p-12f, c = -(1.0f + 0x1p-11f);
+  EXPECT_EQ(mul_then_add(a, b, c), 0.0f);
+}
+
 }  // namespace
 }  // namespace numprobe::emu
