@@ -54,8 +54,7 @@ std::string published_model_for(const mma_path& path, int sm) {
   using providers::mma_accumulator;
   if (path.accumulator != mma_accumulator::m_f32) {
     // fp16 and integer accumulators: the Hopper entries (MMA-Sim's fused sum with an fp16 output;
-    // PTX's integer semantics). fp8 mma.sync with fp16 has none: Hopper's fp32 one was measured
-    // to differ from MMA-Sim's description, so no entry is assumed for it.
+    // PTX's integer semantics; fp8 mma.sync measured by numprobe, as its fp32 form was).
     if (sm < 90) return "";
     const bool w = path.family != providers::mma_family::m_mma_sync;
     if (path.integer()) {
@@ -66,8 +65,8 @@ std::string published_model_for(const mma_path& path, int sm) {
     if (w && sm != 90) return "";
     switch (path.input) {
       case format_id::m_f16: return w ? "h200-wgmma-f16-f16acc" : "h200-mma-f16-f16acc";
-      case format_id::m_e4m3fn: return w ? "h200-wgmma-e4m3-f16acc" : "";
-      case format_id::m_e5m2: return w ? "h200-wgmma-e5m2-f16acc" : "";
+      case format_id::m_e4m3fn: return w ? "h200-wgmma-e4m3-f16acc" : "h200-mma-e4m3-f16acc";
+      case format_id::m_e5m2: return w ? "h200-wgmma-e5m2-f16acc" : "h200-mma-e5m2-f16acc";
       default: return "";
     }
   }

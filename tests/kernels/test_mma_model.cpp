@@ -297,6 +297,20 @@ TEST(mma_model, fp16_accumulator_rounds_to_nearest_even) {
   EXPECT_THROW((void)run(m, dot(16), 1 + p2(-12)), error);
 }
 
+// Hopper's fp8 mma.sync with an fp16 accumulator (measured, docs/hardware.md): the groups k mod 4
+// in {0, 1} and {2, 3}, each rounded to fp16 to nearest, then C added in fp16 to nearest. Products
+// 1 (k = 0), 2^-11 (k = 1: 2^-6 * 2^-5) and 2^-11 (k = 2): the first group's 1 + 2^-11 is a tie at
+// fp16's unit 2^-10 above 1 and rounds to even, 1; the second group's 1 + 2^-11 again: 1. A chain
+// in fp32 rounded once would give 1 + 2^-10. Then C = 3 * 2^-12 (0.75 of the unit) rounds up.
+TEST(mma_model, hopper_fp8_mma_sync_fp16_accumulator_rounds_each_group) {
+  const auto& m = model("h200-mma-e4m3-f16acc");
+  const dot d = dot(32).set(0, 1, 1).set(1, p2(-6), p2(-5)).set(2, p2(-6), p2(-5));
+  EXPECT_EQ(run(m, d), 1.0);
+  EXPECT_EQ(run(m, d, 3 * p2(-12)), 1 + p2(-10));
+  // The same products through the fp32 form (h200-mma-e4m3) keep 1 + 2^-10 exactly.
+  EXPECT_EQ(run(model("h200-mma-e4m3"), d), 1 + p2(-10));
+}
+
 // Every numprobe target compiles with -ffp-contract=off (cmake/numprobe_options.cmake, shared by
 // the libraries and this test): an emulated kernel's "p = a * b; q = p + c" is two roundings, as
 // the code says. With a = b = 1 + 2^-12 and c = -(1 + 2^-11): a * b = 1 + 2^-11 + 2^-24 rounds

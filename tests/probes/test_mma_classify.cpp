@@ -149,7 +149,7 @@ TEST(mma_classify, exact_fp32_arithmetic_matches_no_truncating_hypothesis) {
 // sweep is kept and the classifier can only give a lower bound, as it did on the H200 itself
 // (F >= 28 for e4m3, F >= 48 for e5m2; docs/hardware.md). It must not claim a number.
 TEST(mma_classify, interleaved_fp8_order_gives_a_lower_bound_only) {
-  for (const char* name : {"h200-mma-e4m3", "h200-mma-e5m2"}) {
+  for (const char* name : {"h200-mma-e4m3", "h200-mma-e5m2", "h200-mma-e4m3-f16acc", "h200-mma-e5m2-f16acc"}) {
     const auto c = characterise(emu::find_mma_model(name));
     SCOPED_TRACE(name);
     EXPECT_FALSE(c.findings.fraction_bits.has_value());

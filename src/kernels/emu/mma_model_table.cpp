@@ -68,6 +68,7 @@ mma_model interleaved(mma_model m) {
 const std::vector<mma_model>& table() {
   static const std::string k_mmasim = "MMA-Sim (arXiv 2511.10909), not yet measured by numprobe";
   static const std::string k_measured = "numprobe mma on an NVIDIA H200 (sm_90), 2026-12-06";
+  static const std::string k_measured_h100 = "numprobe mma on an NVIDIA H100 (sm_90), 2026-12-06";
   static const std::string k_ptx = "PTX ISA integer mma/wgmma semantics, not yet measured by numprobe";
   static const std::vector<mma_model> models = {
       make("h200-wgmma-e4m3", "wgmma.m64nNk32.f32.e4m3.e4m3", k_mmasim, format_id::m_e4m3fn, 32, 32, 13, 13),
@@ -98,6 +99,14 @@ const std::vector<mma_model>& table() {
                            32, 32, 13, 10)),
       f16_accumulator(make("h200-wgmma-e5m2-f16acc", "wgmma.m64nNk32.f16.e5m2.e5m2", k_mmasim, format_id::m_e5m2,
                            32, 32, 13, 10)),
+      // fp8 mma.sync with an fp16 accumulator, measured by numprobe on an H100 (sm_90): the same
+      // two interleaved groups of 16 as the fp32 form, each group's sum rounded to fp16 to
+      // nearest (the second taking the first's as C), then C added by an fp16 addition rounded to
+      // nearest (bench/mma_candidates.py, candidate A: 8192/8192 for each; docs/hardware.md).
+      interleaved(f16_accumulator(make("h200-mma-e4m3-f16acc", "mma.sync.m16n8k32.f16.e4m3.e4m3.f16",
+                                       k_measured_h100, format_id::m_e4m3fn, 32, 16, 25, 10))),
+      interleaved(f16_accumulator(make("h200-mma-e5m2-f16acc", "mma.sync.m16n8k32.f16.e5m2.e5m2.f16",
+                                       k_measured_h100, format_id::m_e5m2, 32, 16, 25, 10))),
       // Integer: exact, s32 wrapping or clamped.
       integer("h200-mma-s8", "mma.sync.m16n8k32.s32.s8.s8.s32", k_ptx, 32, false),
       integer("h200-mma-s8-satfinite", "mma.sync.m16n8k32.satfinite.s32.s8.s8.s32", k_ptx, 32, true),
