@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+#include <algorithm>
 
 #include "support/run_command.hpp"
 
@@ -178,6 +180,46 @@ TEST(cli_mma, run_vectors_through_a_model) {
   EXPECT_EQ(run_numprobe("mma --model h200-mma-f16 --run-vectors " + write("bad3.json", "{nope")).exit_code, 2);
   const auto other_k = write("bad4.json", "{\"paths\":[{\"input\":\"f16\",\"k\":8,\"vectors\":[]}]}");
   EXPECT_EQ(run_numprobe("mma --model h200-mma-f16 --run-vectors " + other_k).exit_code, 2);
+  std::filesystem::remove_all(dir);
+}
+
+// The s8 and fp16-accumulator paths through --run-vectors: exact s32 sums (32 * 127 * 127 + 5 =
+// 516133, within s32), wrapping past 2^31 - 1 (2147483647 + 32 ones = 2147483679, minus 2^32:
+// -2147483617), and C checked
+// against the path's accumulator: 0.5 is no s32, 1.0001 no fp16, 200 no s8; each one line and
+// exit 2.
+TEST(cli_mma, run_vectors_checks_the_accumulator_of_the_path) {
+  const auto dir = std::filesystem::temp_directory_path() / ("numprobe_mma_acc_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto file = [&](const std::string& name, const std::string& path, const std::string& input, int k,
+                  const std::string& a0, const std::string& rest, const std::string& c) {
+    std::string a = "[" + a0, b = "[" + rest;
+    for (int i = 1; i < k; ++i) a += "," + rest, b += "," + rest;
+    std::ofstream((dir / name).string()) << "{\"paths\":[{\"path\":\"" << path << "\",\"input\":\"" << input
+                                           << "\",\"k\":" << k << ",\"vectors\":[{\"a\":" << a << "],\"b\":" << b
+                                           << "],\"c\":" << c << "}]}]}";
+    return (dir / name).string();
+  };
+  const auto exact = run_numprobe("mma --model h200-mma-s8 --run-vectors " +
+                                  file("s8.json", "mma.sync.m16n8k32.s32.s8", "int8", 32, "127", "127", "5") + " --json -");
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  EXPECT_EQ(json::parse(exact.out)["paths"][0]["vectors"][0]["measured"], 516133.0);
+  const auto wraps = run_numprobe("mma --model h200-mma-s8 --run-vectors " +
+                                  file("wrap.json", "mma.sync.m16n8k32.s32.s8", "int8", 32, "1", "1", "2147483647") +
+                                  " --json -");
+  ASSERT_EQ(wraps.exit_code, 0) << wraps.err;
+  EXPECT_EQ(json::parse(wraps.out)["paths"][0]["vectors"][0]["measured"], -2147483617.0);
+  for (const auto& [name, model, path, input, k, a0, c, says] :
+       {std::tuple{"c_s32.json", "h200-mma-s8", "mma.sync.m16n8k32.s32.s8", "int8", 32, "1", "0.5", "s32 accumulator"},
+        std::tuple{"c_f16.json", "h200-mma-f16-f16acc", "mma.sync.m16n8k16.f16.f16", "f16", 16, "1", "1.0001",
+                   "f16 accumulator"},
+        std::tuple{"a_s8.json", "h200-mma-s8", "mma.sync.m16n8k32.s32.s8", "int8", 32, "200", "0", "not a value of int8"}}) {
+    const auto r = run_numprobe(std::string("mma --model ") + model + " --run-vectors " +
+                                file(name, path, input, k, a0, "1", c));
+    EXPECT_EQ(r.exit_code, 2) << name;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
   std::filesystem::remove_all(dir);
 }
 
