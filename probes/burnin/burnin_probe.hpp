@@ -33,9 +33,9 @@ struct burnin_options {
   std::int64_t reps = 0;      // repetitions; 0: as many as --duration allows (at least 2)
   double duration_s = 0.0;
   double mad_k = 5.0;
-  // The MAD is floored at this fraction of the median throughput: devices of one model that
-  // measure alike would otherwise make a MAD of timer noise, and flag a device a few percent off
-  // on a shared host. 0.05 with k = 5: a device 25% off the median is an outlier.
+  // The MAD (of the devices' relative speeds, burnin_device) is floored at this fraction of their
+  // median: devices of one model that measure alike would otherwise make a MAD of timer noise,
+  // and flag a device a few percent off. 0.05 with k = 5: a device 25% off the median is an outlier.
   double mad_floor = 0.05;
   attention_case attention;  // the prefill workload
   attention_case decode;     // the decode workload (T = 1, split-KV decode kernel)
@@ -59,6 +59,12 @@ struct burnin_device {
   double throughput = 0.0;  // repetitions per second: the median over repetitions
   double spread = 0.0;      // MAD of the per-repetition throughput / its median
   // (repetitions are timed after one untimed warm-up repetition per device)
+  // What the throughput outliers are judged on: the median over repetitions of the fleet's
+  // median time in that repetition over this device's time (1: as fast as the fleet's middle,
+  // 0.25: a quarter of its speed). The devices run one after another within a repetition, so a
+  // slow spell of the host that covers a repetition covers every device's share of it and cancels
+  // here, where each device's own median throughput would keep it (docs/burnin.md).
+  double relative_speed = 0.0;
   bool deterministic = true, identical = true;
   bool matches_golden = true;  // with a golden run
   std::vector<std::string> reasons;  // why it is an outlier; empty: it is not
@@ -70,7 +76,9 @@ struct burnin_result {
   std::vector<burnin_workload> workloads;
   std::vector<burnin_device> devices;
   std::vector<std::uint64_t> majority;  // per workload: the devices' majority hash (0: no majority)
-  double median_throughput = 0.0, mad = 0.0, mad_used = 0.0;
+  double median_throughput = 0.0;  // the devices' throughputs' median (reps/s; reported, not judged)
+  // The devices' relative speeds: their median, their MAD, and the MAD after --mad-floor.
+  double median_relative_speed = 0.0, mad = 0.0, mad_used = 0.0;
   std::int64_t reps = 0;
   std::string clock;  // what timed the repetitions: "wall" (GPUs), "thread-cpu" (emulated devices, one core each)
   double seconds = 0.0;

@@ -108,13 +108,33 @@ void judge_burnin(burnin_result& r) {
   std::vector<double> tps;
   for (const auto& d : r.devices) tps.push_back(d.throughput);
   r.median_throughput = median_of(tps);
-  r.mad = mad_of(tps, r.median_throughput);
-  r.mad_used = std::max(r.mad, r.options.mad_floor * r.median_throughput);
+  // Each device's speed relative to the fleet, repetition by repetition (burnin_device).
+  std::size_t reps = r.devices.empty() ? 0 : r.devices.front().rep_seconds.size();
+  for (const auto& d : r.devices) reps = std::min(reps, d.rep_seconds.size());
+  std::vector<double> fleet_time(reps);
+  for (std::size_t i = 0; i < reps; ++i) {
+    std::vector<double> t;
+    for (const auto& d : r.devices) t.push_back(d.rep_seconds[i]);
+    fleet_time[i] = median_of(t);
+  }
+  std::vector<double> speeds;
   for (auto& d : r.devices) {
-    const double off = std::fabs(d.throughput - r.median_throughput);
+    std::vector<double> ratio;
+    for (std::size_t i = 0; i < reps; ++i)
+      if (d.rep_seconds[i] > 0 && fleet_time[i] > 0) ratio.push_back(fleet_time[i] / d.rep_seconds[i]);
+    d.relative_speed = ratio.empty() ? 1.0 : median_of(ratio);  // no time measured: no evidence of a slow device
+    speeds.push_back(d.relative_speed);
+  }
+  r.median_relative_speed = median_of(speeds);
+  r.mad = mad_of(speeds, r.median_relative_speed);
+  r.mad_used = std::max(r.mad, r.options.mad_floor * r.median_relative_speed);
+  for (auto& d : r.devices) {
+    const double off = std::fabs(d.relative_speed - r.median_relative_speed);
     if (r.mad_used > 0 && off > r.options.mad_k * r.mad_used)
-      d.reasons.push_back(fmt::format("throughput {:.4g} reps/s is {:.1f} MADs from the median {:.4g} (bound {})",
-                                      d.throughput, off / r.mad_used, r.median_throughput, r.options.mad_k));
+      d.reasons.push_back(fmt::format("speed {:.3g} of the fleet's (repetition by repetition; {:.4g} reps/s) is {:.1f} "
+                                      "MADs from the median {:.3g} (bound {})",
+                                      d.relative_speed, d.throughput, off / r.mad_used, r.median_relative_speed,
+                                      r.options.mad_k));
   }
 }
 
@@ -137,7 +157,9 @@ nlohmann::json to_json(const burnin_result& r) {
   j["mad_k"] = r.options.mad_k;
   j["mad_floor"] = r.options.mad_floor;
   j["median_throughput"] = r.median_throughput;
-  j["mad"] = r.mad;
+  j["median_relative_speed"] = r.median_relative_speed;
+  j["mad"] = r.mad;  // of the devices' relative speeds, as mad_used
+  j["mad_used"] = r.mad_used;
   j["against_golden"] = !r.options.golden.is_null();
   j["workloads"] = nlohmann::json::array();
   for (std::size_t w = 0; w < r.workloads.size(); ++w)
@@ -161,6 +183,7 @@ nlohmann::json to_json(const burnin_result& r) {
                             {"throughput", d.throughput},
                             {"throughput_unit", "reps/s"},
                             {"spread", d.spread},
+                            {"relative_speed", d.relative_speed},
                             {"rep_seconds", d.rep_seconds},
                             {"hashes", hashes},
                             {"outlier", !d.reasons.empty()}});
@@ -195,17 +218,20 @@ void fill_result(const burnin_result& r, result::check_result& out) {
                        for (const auto& w : r.workloads) s += (s.empty() ? "" : ", ") + w.id;
                        return s;
                      }()));
-  auto& t = v.add_table({"device", "name", "identical", "deterministic", "reps/s", "spread_%", "outlier"}, "devices");
+  auto& t = v.add_table({"device", "name", "identical", "deterministic", "reps/s", "spread_%", "relative_speed",
+                         "outlier"},
+                        "devices");
   for (const auto& d : r.devices) {
     std::string why;
     for (const auto& x : d.reasons) why += (why.empty() ? "" : "; ") + x;
     t.rows.push_back({std::to_string(d.id), d.name, d.identical ? "yes" : "NO", d.deterministic ? "yes" : "NO",
                       fmt::format("{:.4g}", d.throughput), fmt::format("{:.2f}", 100.0 * d.spread),
-                      why.empty() ? "-" : why});
+                      fmt::format("{:.3f}", d.relative_speed), why.empty() ? "-" : why});
   }
-  v.line(fmt::format("throughput median {:.4g} reps/s, MAD {:.3g} (floored at {:.0f}% of the median), outlier beyond "
-                     "{} MADs",
-                     r.median_throughput, r.mad, 100.0 * r.options.mad_floor, r.options.mad_k));
+  v.line(fmt::format("throughput median {:.4g} reps/s; relative speed median {:.3g}, MAD {:.3g} (floored at {:.0f}% of "
+                     "the median), outlier beyond {} MADs",
+                     r.median_throughput, r.median_relative_speed, r.mad, 100.0 * r.options.mad_floor,
+                     r.options.mad_k));
   // A plot per device: its throughput repetition by repetition, against the fleet's median.
   for (const auto& d : r.devices) {
     result::curve c;

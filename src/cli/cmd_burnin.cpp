@@ -79,9 +79,9 @@ void setup_burnin(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--reps", f->reps, "repetitions of the work on every device");
   sub->add_option("--duration", f->duration, "repeat for S seconds (at least 2 repetitions)");
-  sub->add_option("--mad-k", f->mad_k, "a device more than k MADs from the median throughput is an outlier")
+  sub->add_option("--mad-k", f->mad_k, "a device more than k MADs from the median relative speed is an outlier")
       ->capture_default_str();
-  sub->add_option("--mad-floor", f->mad_floor, "the MAD is at least this fraction of the median throughput")
+  sub->add_option("--mad-floor", f->mad_floor, "the MAD is at least this fraction of the median speed")
       ->capture_default_str();
   sub->add_option("--fault", f->faults, "test hook (--backend emu): DEV:bitflip, DEV:flaky or DEV:slow (repeatable)");
   sub->add_option("--record", f->record, "write the majority's output hashes to FILE (a golden run)");
