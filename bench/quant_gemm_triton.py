@@ -13,8 +13,10 @@ elements into an fp32 accumulator `inner` started from zero, and at every promot
 instructions, and at every scale block's end; P = 0: block ends only) does
     s = sx[m, kb] * sw[n // 128, kb];  outer = outer + inner * s;  inner = 0
 numprobe rounds the multiply and the add separately, so the kernel compiled with
-enable_fp_fusion=False must equal it bit for bit; the default compile (which may contract the
-promotion into an fma) is reported beside it. The count is of outputs with equal fp32 bits.
+enable_fp_fusion=False must equal it bit for bit. The default compile contracts the promotion
+into an fma, outer = fma(inner, s, outer): it is compared with numprobe's `--acc-fma` run of the
+same operands (and, for reference, with the separate form). The count is of outputs with equal
+fp32 bits; the exit status is 0 when both pairings are equal everywhere.
 """
 import argparse
 import os
@@ -25,9 +27,9 @@ import tempfile
 import numpy as np
 
 
-def run_numprobe(exe, scheme, n, k, tokens, promote, out_dir):
+def run_numprobe(exe, scheme, n, k, tokens, promote, out_dir, fma=False):
     cmd = [exe, "quant", "--scheme", scheme, "--shape", f"{n}x{k}", "--gemm", str(tokens), "--acc-model",
-           "h200-wgmma-e4m3", "--acc-promote", str(promote), "--dump", out_dir]
+           "h200-wgmma-e4m3", "--acc-promote", str(promote), "--dump", out_dir] + (["--acc-fma"] if fma else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode not in (0, 1):
         sys.exit(f"numprobe failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
@@ -79,11 +81,17 @@ def main():
     dev = torch.device("cuda")
     configs = [("fp8-tensor", 0), ("fp8-tensor", 4), ("fp8-tensor", 1), ("fp8-block128", 0), ("fp8-block128", 1)]
     print(f"device: {torch.cuda.get_device_name(0)}, triton {triton.__version__}, torch {torch.__version__}")
-    print(f"{'scheme':14s} {'promote':>7s}  {'fusion off':>14s}  {'default':>14s}")
-    total = equal_total = 0
+    print(f"{'scheme':14s} {'promote':>7s}  {'off vs separate':>16s}  {'default vs --acc-fma':>20s}"
+          f"  {'default vs separate':>19s}")
+    total = equal_total = equal_fma = 0
     for scheme, promote in configs:
         with tempfile.TemporaryDirectory() as d:
             arr = run_numprobe(args.numprobe, scheme, args.n, args.k, args.tokens, promote, d)
+        with tempfile.TemporaryDirectory() as d:
+            fused = run_numprobe(args.numprobe, scheme, args.n, args.k, args.tokens, promote, d, fma=True)
+        for name in ("codes", "scales", "gemm_x_codes", "gemm_x_scales"):
+            if not np.array_equal(arr[name], fused[name]):
+                sys.exit(f"{scheme}: --acc-fma changed {name}; the operands must not depend on it")
         for name in ("scales", "gemm_x_scales"):
             if arr[name].dtype != np.float32:
                 sys.exit(f"{scheme}: {name} stored as {arr[name].dtype}; this bench reads fp32 scales")
@@ -110,13 +118,17 @@ def main():
                        PROMOTE_BLOCKS=promote_blocks, SCALE_K=scale_k, W_ROWS=w_rows, enable_fp_fusion=fusion)
             got = y.cpu().numpy()
             eq = int((got.view(np.uint32) == want.view(np.uint32)).sum())
-            cells.append(f"{eq}/{want.size}")
             if not fusion:
+                cells.append(f"{eq}/{want.size}")
                 total += want.size
                 equal_total += eq
-        print(f"{scheme:14s} {promote:7d}  {cells[0]:>14s}  {cells[1]:>14s}")
-    print(f"total (fusion off): {equal_total}/{total}")
-    return 0 if equal_total == total else 1
+            else:
+                eq_fma = int((got.view(np.uint32) == fused["gemm_y"].view(np.uint32)).sum())
+                equal_fma += eq_fma
+                cells += [f"{eq_fma}/{want.size}", f"{eq}/{want.size}"]
+        print(f"{scheme:14s} {promote:7d}  {cells[0]:>16s}  {cells[1]:>20s}  {cells[2]:>19s}")
+    print(f"total: fusion off vs separate {equal_total}/{total}; default vs --acc-fma {equal_fma}/{total}")
+    return 0 if equal_total == total and equal_fma == total else 1
 
 
 if __name__ == "__main__":

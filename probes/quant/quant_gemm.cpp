@@ -34,6 +34,9 @@ float promote(float outer, float s, float inner) {
   return outer + scaled;
 }
 
+// --acc-fma: the same promotion with one rounding.
+float promote_fused(float outer, float s, float inner) { return std::fma(inner, s, outer); }
+
 }  // namespace
 
 double quant_gemm_report::acc_ratio() const {
@@ -84,6 +87,8 @@ quant_gemm_report run_quant_gemm_with(const quant_gemm_options& g, const formats
   r.k_block = k_block;
   r.instructions_per_block = (k_block + model.k - 1) / model.k;
   r.promote = g.promote;
+  r.acc_fma = g.acc_fma;
+  const auto promote_chain = g.acc_fma ? promote_fused : promote;
 
   if (x.size() != static_cast<std::size_t>(g.tokens * k))
     throw_input_error("--gemm", fmt::format("X holds {} values, not {} x {}", x.size(), g.tokens, k));
@@ -130,16 +135,16 @@ quant_gemm_report run_quant_gemm_with(const quant_gemm_options& g, const formats
             inner32 = inner32 + p;
           }
           if (g.promote > 0 && ++since == g.promote) {
-            outer = promote(outer, s, static_cast<float>(inner));
-            outer32 = promote(outer32, s, inner32);
+            outer = promote_chain(outer, s, static_cast<float>(inner));
+            outer32 = promote_chain(outer32, s, inner32);
             inner = 0.0;
             inner32 = 0.0f;
             since = 0;
           }
         }
         if (g.promote == 0 || since > 0) {
-          outer = promote(outer, s, static_cast<float>(inner));
-          outer32 = promote(outer32, s, inner32);
+          outer = promote_chain(outer, s, static_cast<float>(inner));
+          outer32 = promote_chain(outer32, s, inner32);
         }
       }
       neumaier q, t;

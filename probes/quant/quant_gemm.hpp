@@ -7,7 +7,7 @@
 // through the named MMA model instruction by instruction (K of the model per instruction, the
 // last one padded with zero products, each taking the running value as C), and the partial sum
 // is promoted into an fp32 accumulator, outer = outer + s * inner with s = s_x * s_w (three fp32
-// roundings), at the end of every scale block and, with N > 0, after every N instructions
+// roundings; with --acc-fma one fused rounding), at the end of every scale block and, with N > 0, after every N instructions
 // (DeepSeek-V3's promotion every 128 elements is N = 4 with the k32 fp8 model). One scale block
 // over the whole K (tensor, channel, token schemes) and no N: the MMA accumulates all of K, then
 // one scaling.
@@ -28,6 +28,10 @@ struct quant_gemm_options {
   std::int64_t tokens = 0;   // rows of X; 0: no GEMM
   std::string acc_model;     // a name of numprobe mma --list-models
   std::int64_t promote = 0;  // instructions per promotion inside a scale block (0: block ends only)
+  // --acc-fma: the promotion as one fused multiply-add, outer = fma(inner, s, outer) (s = s_x * s_w
+  // still its own fp32 product): what a compiler that contracts `outer + inner * s` emits, as
+  // Triton does by default (enable_fp_fusion). Both chains, the model's and the fp32 baseline's.
+  bool acc_fma = false;
 };
 
 struct quant_gemm_report {
@@ -38,6 +42,7 @@ struct quant_gemm_report {
   std::int64_t k_block = 0;     // elements per scale block along K (K: one block)
   std::int64_t instructions_per_block = 0;
   std::int64_t promote = 0;
+  bool acc_fma = false;           // the promotion fused (quant_gemm_options::acc_fma)
   double acc_rel_rms = 0.0;       // ||Y_model - Y_q|| / ||Y_q||
   double fp32_acc_rel_rms = 0.0;  // ||Y_fp32 - Y_q|| / ||Y_q||: the fp32-accumulator baseline
   double rel_rms = 0.0;           // ||Y_model - Y|| / ||Y||: quantization and accumulation

@@ -68,6 +68,7 @@ nlohmann::json to_json(const quant_report& r) {
                  {"k_block", g.k_block},
                  {"instructions_per_block", g.instructions_per_block},
                  {"acc_promote", g.promote},
+                 {"acc_fma", g.acc_fma},
                  {"acc_rel_rms", json_number(g.acc_rel_rms)},
                  {"fp32_acc_rel_rms", json_number(g.fp32_acc_rel_rms)},
                  {"acc_ratio", json_number(g.acc_ratio())},

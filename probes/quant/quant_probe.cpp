@@ -41,6 +41,7 @@ std::string case_id(const quant_probe_options& o, std::int64_t rows, std::int64_
   if (o.gemm.tokens > 0) {
     id += fmt::format(",gemm={},acc-model={}", o.gemm.tokens, o.gemm.acc_model);
     if (o.gemm.promote > 0) id += fmt::format(",acc-promote={}", o.gemm.promote);
+    if (o.gemm.acc_fma) id += ",acc-fma";
   }
   id += fmt::format(",seed={})", o.seed);
   return id;
@@ -213,8 +214,8 @@ quant_report run_quant(const quant_probe_options& o) {
     throw_input_error("--gemm", "needs --acc-model NAME (numprobe mma --list-models)");
   if (o.gemm.tokens > 4096) throw_input_error("--gemm", fmt::format("TOKENS must be 1..4096, got {}", o.gemm.tokens));
   if (!o.gemm.acc_model.empty()) (void)emu::find_mma_model(o.gemm.acc_model, "--acc-model");
-  if (o.gemm.tokens == 0 && (!o.gemm.acc_model.empty() || o.gemm.promote != 0))
-    throw_input_error(o.gemm.acc_model.empty() ? "--acc-promote" : "--acc-model",
+  if (o.gemm.tokens == 0 && (!o.gemm.acc_model.empty() || o.gemm.promote != 0 || o.gemm.acc_fma))
+    throw_input_error(!o.gemm.acc_model.empty() ? "--acc-model" : o.gemm.promote != 0 ? "--acc-promote" : "--acc-fma",
                       "applies to the dequant GEMM: needs --gemm TOKENS");
   quant_report r;
   std::int64_t rows = 0, cols = 0;

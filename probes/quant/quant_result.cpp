@@ -115,11 +115,12 @@ void add_view(const quant_report& r, bool allow_nonfinite, result::check_result&
     const auto& g = r.gemm;
     auto& t = v.add_table({"metric", "value", ""},
                           fmt::format("dequant GEMM: X [{} tokens, {}] x W^T [{}, {}] through {} ({}); scale blocks of {} "
-                                      "along K ({} instructions), promoted to fp32 {}",
+                                      "along K ({} instructions), promoted to fp32 {}{}",
                                       g.tokens, g.k, g.k, g.n, g.model, g.instruction, g.k_block,
                                       g.instructions_per_block,
                                       g.promote > 0 ? fmt::format("every {} instructions and at each block end", g.promote)
-                                                    : "at each block end"));
+                                                    : "at each block end",
+                                      g.acc_fma ? " (one fused multiply-add)" : ""));
     t.rows = {{"gemm_acc_rel_rms", sci(g.acc_rel_rms), "the model's accumulation vs fp64 of the same quantized operands"},
               {"gemm_fp32_acc_rel_rms", sci(g.fp32_acc_rel_rms), "the same chain with an fp32 accumulator (baseline)"},
               {"gemm_acc_ratio", fmt::format("{:.2f}", g.acc_ratio()),

@@ -42,6 +42,7 @@ struct quant_flags {
   std::int64_t gemm = 0;           // --gemm TOKENS
   std::string acc_model;           // --acc-model NAME
   std::int64_t acc_promote = 0;    // --acc-promote N (instructions)
+  bool acc_fma = false;            // --acc-fma: the promotion as one fma
 };
 
 probes::quant_probe_options make_options(const quant_flags& f) {
@@ -108,6 +109,7 @@ probes::quant_probe_options make_options(const quant_flags& f) {
   o.gemm.tokens = f.gemm;
   o.gemm.acc_model = f.acc_model;
   o.gemm.promote = f.acc_promote;
+  o.gemm.acc_fma = f.acc_fma;
   if (f.gemm < 0) throw_input_error("--gemm", fmt::format("TOKENS must be 1..4096, got {}", f.gemm));
   if (f.gemm > 0 && f.backend != "ref")
     throw_input_error("--gemm", "the dequant GEMM runs on the CPU models: use it with --backend ref");
@@ -155,6 +157,8 @@ void setup_quant(CLI::App& app) {
   sub->add_option("--acc-model", f->acc_model, "--gemm: the MMA model the products run through (numprobe mma --list-models)");
   sub->add_option("--acc-promote", f->acc_promote,
                   "--gemm: promote the MMA partial sum to fp32 every N instructions (and at every scale block end)");
+  sub->add_flag("--acc-fma", f->acc_fma,
+                "--gemm: the promotion as one fused multiply-add, as Triton compiles it by default (docs/hardware.md)");
   sub->callback([f, axis_opt, group_opt] {
     f->axis_given = axis_opt->count() > 0;
     f->group_given = group_opt->count() > 0;

@@ -63,6 +63,7 @@ probes::quant_probe_options make_options(const check_spec& s) {
   }
   o.gemm.acc_model = s.get_string("acc_model", "");
   o.gemm.promote = s.get_int("acc_promote", 0);
+  o.gemm.acc_fma = s.get_bool("acc_fma", false);
   formats::validate(o.config, 1, 1);
   return o;
 }
@@ -96,7 +97,8 @@ check_runner quant_runner() {
               {"worst", K::m_int, "worst blocks to list"},
               {"gemm", K::m_int, "TOKENS: the tensor as W of a dequant GEMM through acc_model"},
               {"acc_model", K::m_string, "gemm: the MMA model (numprobe mma --list-models)"},
-              {"acc_promote", K::m_int, "gemm: promote to fp32 every N instructions"}};
+              {"acc_promote", K::m_int, "gemm: promote to fp32 every N instructions"},
+              {"acc_fma", K::m_bool, "gemm: the promotion as one fused multiply-add (Triton's default)"}};
   r.known_metric = [](const std::string& m) {
     const auto& a = probes::quant_metric_names();
     const auto& g = probes::quant_gemm_metric_names();

@@ -93,6 +93,48 @@ TEST(quant_gemm, scale_blocks_promote_at_their_ends_with_their_scales) {
   EXPECT_EQ(run_quant_gemm_with(g, config, wq, w, 1, k_k, x, 7).outputs[0], 448.0 + 0.984375 + 1.96875);
 }
 
+// --acc-fma: the promotion outer + inner * s as one fma (Triton's default compile), by hand.
+// fp8-tensor, K = 64 (two k32 instructions), promoted after each. W's amax 448 s with s = 1 +
+// 2^-20 makes W's scale s exactly (X's amax 448: scale 1), so s = s_x * s_w = 1 + 2^-20, and the
+// codes are W / s. Instruction 1's one product is 1 * 1, instruction 2's is (9/16)^2 = 81/256
+// (the amaxes meet zeros). Promotion 1 starts from zero, so both forms give outer = s (exact).
+// Promotion 2: the exact value is 1 + 81/256 + 337 * 2^-28, in units of fp32's 2^-23 above
+// 1 + 81/256: 10.53125, so the fused form rounds once to 11 units. Separately, s * 81/256 =
+// 81/256 + 10.125 * 2^-25 rounds to 10 units of 2^-25 first; the add then meets 10.5 units of
+// 2^-23, a tie, and goes to the even 10. The fp32 baseline chain promotes the same way.
+TEST(quant_gemm, acc_fma_fuses_the_promotion_by_hand) {
+  const formats::scheme_config config = formats::find_scheme("fp8-tensor").defaults;
+  const double s = 1.0 + std::ldexp(1.0, -20);
+  std::vector<double> w(64, 0.0), x(64, 0.0);
+  w[0] = s;
+  x[0] = 1.0;
+  w[1] = 448.0 * s;  // W's amax, times X's 0
+  w[32] = 0.5625 * s;
+  x[32] = 0.5625;
+  x[63] = 448.0;  // X's amax, times W's 0
+  const auto wq = formats::quantize(config, w, 1, 64);
+  ASSERT_EQ(wq.blocks.at(0).scale, s);
+  quant_gemm_options g;
+  g.tokens = 1;
+  g.acc_model = "h200-wgmma-e4m3";
+  g.promote = 1;
+  const double base = 1.0 + 81.0 / 256.0;
+  const auto separate = run_quant_gemm_with(g, config, wq, w, 1, 64, x, 7);
+  EXPECT_FALSE(separate.acc_fma);
+  EXPECT_EQ(separate.outputs.at(0), base + 10 * std::ldexp(1.0, -23));
+  EXPECT_EQ(separate.fp32_outputs.at(0), base + 10 * std::ldexp(1.0, -23));
+  g.acc_fma = true;
+  const auto fused = run_quant_gemm_with(g, config, wq, w, 1, 64, x, 7);
+  EXPECT_TRUE(fused.acc_fma);
+  EXPECT_EQ(fused.outputs.at(0), base + 11 * std::ldexp(1.0, -23));
+  EXPECT_EQ(fused.fp32_outputs.at(0), base + 11 * std::ldexp(1.0, -23));
+  // One promotion from zero (no --acc-promote): fma(inner, s, 0) is the rounded product either way.
+  g.promote = 0;
+  const double once = run_quant_gemm_with(g, config, wq, w, 1, 64, x, 7).outputs.at(0);
+  g.acc_fma = false;
+  EXPECT_EQ(run_quant_gemm_with(g, config, wq, w, 1, 64, x, 7).outputs.at(0), once);
+}
+
 // The ratio to the fp32 baseline is never 0 by default: in the tensor case the fp32 chain is
 // exact (error 0) while the model's is not, so the ratio is infinite, and a gate
 // gemm_acc_ratio<=X cannot hold.
