@@ -122,13 +122,19 @@ void judge_burnin(burnin_result& r) {
     std::vector<double> ratio;
     for (std::size_t i = 0; i < reps; ++i)
       if (d.rep_seconds[i] > 0 && fleet_time[i] > 0) ratio.push_back(fleet_time[i] / d.rep_seconds[i]);
-    d.relative_speed = ratio.empty() ? 1.0 : median_of(ratio);  // no time measured: no evidence of a slow device
+    if (ratio.empty()) {  // no repetition timed: no evidence of the device's speed, so no pass
+      d.relative_speed = 0.0;
+      d.reasons.push_back("no repetition was timed (no time above 0 s, or none in the fleet): its speed is unknown");
+      continue;
+    }
+    d.relative_speed = median_of(ratio);
     speeds.push_back(d.relative_speed);
   }
   r.median_relative_speed = median_of(speeds);
   r.mad = mad_of(speeds, r.median_relative_speed);
   r.mad_used = std::max(r.mad, r.options.mad_floor * r.median_relative_speed);
   for (auto& d : r.devices) {
+    if (d.relative_speed <= 0) continue;  // untimed: reported above
     const double off = std::fabs(d.relative_speed - r.median_relative_speed);
     if (r.mad_used > 0 && off > r.options.mad_k * r.mad_used)
       d.reasons.push_back(fmt::format("speed {:.3g} of the fleet's (repetition by repetition; {:.4g} reps/s) is {:.1f} "

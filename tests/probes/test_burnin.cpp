@@ -79,6 +79,20 @@ TEST(burnin_judge, a_slow_spell_of_the_host_is_no_outlier) {
   EXPECT_NE(r.devices[1].reasons[0].find("MADs from the median"), std::string::npos);
 }
 
+// A repetition that took no measurable time is no evidence of speed: a device (or a fleet) with
+// none timed is an outlier, never a pass.
+TEST(burnin_judge, untimed_devices_are_not_a_pass) {
+  auto r = fleet(3);
+  r.devices[2].rep_seconds = {0.0, 0.0, 0.0};
+  judge_burnin(r);
+  ASSERT_EQ(r.outliers(), 1u);
+  EXPECT_NE(r.devices[2].reasons.at(0).find("no repetition was timed"), std::string::npos);
+  EXPECT_DOUBLE_EQ(r.devices[0].relative_speed, 1.0);
+  for (auto& d : r.devices) d.rep_seconds = {0.0, 0.0, 0.0};
+  judge_burnin(r);
+  EXPECT_EQ(r.outliers(), 3u);
+}
+
 TEST(burnin_judge, two_devices_that_disagree_have_no_majority) {
   auto r = fleet(2);
   r.devices[1].hashes[1] = {23, 23, 23};
